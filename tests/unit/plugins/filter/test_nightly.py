@@ -1,0 +1,192 @@
+# Copyright: gpufleet.inference contributors
+# Apache License 2.0 (see galaxy.yml)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.inference.plugins.filter import nightly
+from ansible_collections.gpufleet.inference.plugins.filter.nightly import (
+    FilterModule,
+    nightly_date_valid,
+    nightly_pin_errors,
+    nightly_pins,
+    nightly_version_parse,
+    uv_dry_run_changes,
+    uv_freeze_parse,
+    uv_lock_apply,
+    uv_requirement_conflicts,
+)
+
+BASES = {"torch": "2.12.0", "torchvision": "0.27.0", "torchaudio": "2.12.0"}
+THREE = ["torch", "torchvision", "torchaudio"]
+
+# Real `uv pip install --dry-run` output (uv 0.13.9) against the test wheelhouse.
+DRY_RUN_UPGRADE = """Using Python 3.11.2 environment at: /home/deploy/ml-env-0123abcd
+Resolved 3 packages in 1ms
+Would download 3 packages
+Would uninstall 1 package
+Would install 3 packages
+ + flashinfer-cubin==0.6.1.dev20260308
+ + flashinfer-python==0.6.1.dev20260308
+ - torch==2.13.0+cpu
+ + torch==2.10.0
+"""
+DRY_RUN_NOTHING = """Using Python 3.11.2 environment at: venv
+Checked 1 package in 2ms
+Would make no changes
+"""
+CONFLICT = """error: No solution found when resolving dependencies
+  cause: Because flashinfer-python>=0.6.1.dev20260308 depends on torch==2.10.0 and torch==2.13.0+cpu, \
+we can conclude that flashinfer-python>=0.6.1.dev20260308 cannot be used.
+         And because you require flashinfer-python==0.6.1.dev20260308, we can conclude that your \
+requirements are unsatisfiable.
+"""
+CONFLICT_ALL_VERSIONS = """error: No solution found when resolving dependencies
+  cause: Because all versions of gpufleet-wants-old-torch depend on torch==2.10.0 and \
+torch==2.13.0+cpu, we can conclude that all versions of gpufleet-wants-old-torch cannot be used.
+"""
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("20260307", True),
+    ("20240229", True),     # leap day
+    ("20230229", False),    # not a leap year
+    ("20261301", False),    # month 13
+    ("2026037", False),     # seven digits
+    ("2026-03-07", False),
+    (20260307, True),       # YAML may hand an int
+    ("", False),
+])
+def test_nightly_date_valid(value, expected):
+    assert nightly_date_valid(value) is expected
+
+
+def test_parse_nightly_with_local_tag():
+    parsed = nightly_version_parse("2.12.0.dev20260307+cu130")
+    assert parsed["base"] == "2.12.0"
+    assert parsed["date"] == "20260307"
+    assert parsed["nightly"] is True
+    assert parsed["local"] == "cu130"
+    assert parsed["public"] == "2.12.0.dev20260307"
+
+
+def test_parse_release_is_not_nightly():
+    parsed = nightly_version_parse("2.13.0+cpu")
+    assert parsed["nightly"] is False
+    assert parsed["date"] == ""
+    assert parsed["local"] == "cpu"
+    assert parsed["public"] == "2.13.0"
+
+
+@pytest.mark.parametrize("bad", ["", "latest", "2.12.0.dev", "2.12.0+", "v2.12.0", "2.12.0 dev1"])
+def test_parse_rejects_non_versions(bad):
+    with pytest.raises(AnsibleFilterError):
+        nightly_version_parse(bad)
+
+
+def test_pins_from_date_and_bases():
+    pins = nightly_pins(THREE, "20260307", BASES, "cu130")
+    assert pins == {
+        "torch": "2.12.0.dev20260307+cu130",
+        "torchvision": "0.27.0.dev20260307+cu130",
+        "torchaudio": "2.12.0.dev20260307+cu130",
+    }
+    assert nightly_pin_errors(pins, "cu130") == []
+
+
+def test_explicit_version_wins_over_base():
+    pins = nightly_pins(["torch"], "20260307", BASES, "cpu", {"torch": "2.13.0+cpu"})
+    assert pins == {"torch": "2.13.0+cpu"}
+    assert nightly_pin_errors(pins, "cpu") == []
+
+
+def test_pins_missing_base_names_the_variables():
+    with pytest.raises(AnsibleFilterError, match="torch_nightly_version_base.torchaudio"):
+        nightly_pins(THREE, "20260307", {"torch": "2.12.0", "torchvision": "0.27.0"}, "cu130")
+
+
+def test_pins_from_different_dates_are_an_error():
+    pins = {
+        "torch": "2.12.0.dev20260307+cu130",
+        "torchvision": "0.27.0.dev20260308+cu130",
+        "torchaudio": "2.12.0.dev20260307+cu130",
+    }
+    errors = nightly_pin_errors(pins, "cu130")
+    assert len(errors) == 1
+    assert "different dates" in errors[0]
+    assert "20260308: torchvision" in errors[0]
+
+
+def test_wrong_variant_and_bad_dev_date_are_errors():
+    errors = nightly_pin_errors({"torch": "2.12.0.dev20260307+cu128",
+                                 "torchaudio": "2.12.0.dev1"}, "cu130")
+    assert any("+cu128 is not the CUDA variant cu130" in e for e in errors)
+    assert any("not a YYYYMMDD date" in e for e in errors)
+
+
+def test_mixing_nightly_and_release_is_an_error():
+    errors = nightly_pin_errors({"torch": "2.12.0.dev20260307+cu130",
+                                 "torchvision": "0.26.0+cu130"}, "cu130")
+    assert errors == ["mixing nightly and release pins: torchvision not nightly"]
+
+
+def test_unparsable_pin_is_reported_not_raised():
+    errors = nightly_pin_errors({"torch": "latest"}, "cu130")
+    assert errors and errors[0].startswith("torch: not a PEP 440 version")
+
+
+def test_freeze_parse_normalises_names_and_skips_other_lines():
+    text = "# comment\nTyping_Extensions==4.16.0\ntorch==2.13.0+cpu\n-e file:///src/x\nfoo @ file:///w/foo.whl\n"
+    assert uv_freeze_parse(text) == {"typing-extensions": "4.16.0", "torch": "2.13.0+cpu"}
+
+
+def test_dry_run_changes_upgrade():
+    changes = uv_dry_run_changes(DRY_RUN_UPGRADE)
+    assert changes["changed"] is True
+    assert changes["remove"] == {"torch": "2.13.0+cpu"}
+    assert changes["install"]["torch"] == "2.10.0"
+    assert changes["install"]["flashinfer-python"] == "0.6.1.dev20260308"
+
+
+def test_dry_run_no_changes():
+    assert uv_dry_run_changes(DRY_RUN_NOTHING) == {"install": {}, "remove": {}, "changed": False}
+
+
+def test_lock_apply_builds_the_planned_lock():
+    current = "sympy==1.14.0\ntorch==2.13.0+cpu\n"
+    planned = uv_lock_apply(current, uv_dry_run_changes(DRY_RUN_UPGRADE))
+    assert planned == ("flashinfer-cubin==0.6.1.dev20260308\n"
+                       "flashinfer-python==0.6.1.dev20260308\n"
+                       "sympy==1.14.0\n"
+                       "torch==2.10.0\n")
+
+
+def test_lock_apply_without_changes_is_the_current_lock_sorted():
+    assert uv_lock_apply({"b": "1", "a": "2"}, {"install": {}, "remove": {}}) == "a==2\nb==1\n"
+
+
+def test_conflict_names_the_package_that_wanted_another_torch():
+    assert uv_requirement_conflicts(CONFLICT) == [
+        {"package": "flashinfer-python", "wants": "torch==2.10.0"}]
+
+
+def test_conflict_all_versions_form():
+    assert uv_requirement_conflicts(CONFLICT_ALL_VERSIONS) == [
+        {"package": "gpufleet-wants-old-torch", "wants": "torch==2.10.0"}]
+
+
+def test_conflict_ignores_non_guarded_dependencies():
+    text = "Because foo==1.0 depends on numpy>=2 and you require numpy<2, ..."
+    assert uv_requirement_conflicts(text) == []
+    assert uv_requirement_conflicts(text, ["numpy"]) == [{"package": "foo", "wants": "numpy>=2"}]
+
+
+def test_filter_module_exports_every_filter():
+    filters = FilterModule().filters()
+    assert set(filters) == {
+        "nightly_date_valid", "nightly_version_parse", "nightly_pins", "nightly_pin_errors",
+        "uv_freeze_parse", "uv_dry_run_changes", "uv_lock_apply", "uv_requirement_conflicts"}
+    assert filters["nightly_pins"] is nightly.nightly_pins
