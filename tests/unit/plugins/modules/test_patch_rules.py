@@ -1,0 +1,152 @@
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpufleet.inference.plugins.modules import patch_rules
+
+REF = "0123456789abcdef0123456789abcdef01234567"
+CMAKE = """cmake_minimum_required(VERSION 3.26 FATAL_ERROR)
+project(fixture LANGUAGES CXX)
+
+cmake_policy(SET CMP0169 OLD)
+find_package(CUDAToolkit REQUIRED)
+if (SGL_KERNEL_ENABLE_SM90A)
+    set(SGL_KERNEL_ENABLE_FA3 ON)
+endif()
+"""
+
+POLICY = {
+    "name": "cmake-policy-cmp0169-guard", "file": "CMakeLists.txt", "reason": "r1",
+    "pattern": "cmake_policy(SET CMP0169 OLD)",
+    "replacement": "if(POLICY CMP0169)\n  cmake_policy(SET CMP0169 OLD)\nendif()",
+}
+CCCL = {
+    "name": "cuda13-cccl-include", "file": "CMakeLists.txt", "reason": "r2",
+    "pattern": "find_package(CUDAToolkit REQUIRED)",
+    "insert_after": "include_directories(SYSTEM \"${CUDAToolkit_INCLUDE_DIRS}/cccl\")  # gpufleet",
+}
+FA3 = {
+    "name": "fa3-off-without-sm90a", "file": "CMakeLists.txt", "reason": "r3",
+    "pattern": r"^(\s*)set\(SGL_KERNEL_ENABLE_FA3 ON\)$", "regex": True,
+    "replacement": "    set(SGL_KERNEL_ENABLE_FA3 OFF)  # gpufleet: no 9.0a",
+}
+
+
+@pytest.fixture
+def tree(tmp_path):
+    (tmp_path / "CMakeLists.txt").write_text(CMAKE)
+    return tmp_path
+
+
+def run_module(args, check=False, diff=False):
+    if check:
+        args = dict(args, _ansible_check_mode=True)
+    if diff:
+        args = dict(args, _ansible_diff=True)
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            patch_rules.main()
+    return exc.value.code
+
+
+def result_of(capsys):
+    return json.loads(capsys.readouterr().out)
+
+
+def test_applies_all_three_kinds(tree):
+    res, changed = patch_rules.run(str(tree), REF, [POLICY, CCCL, FA3])
+    assert res["applied"] == ["cmake-policy-cmp0169-guard", "cuda13-cccl-include", "fa3-off-without-sm90a"]
+    after = changed["CMakeLists.txt"][1]
+    assert "if(POLICY CMP0169)\n  cmake_policy(SET CMP0169 OLD)\nendif()\n" in after
+    assert "find_package(CUDAToolkit REQUIRED)\ninclude_directories(SYSTEM" in after
+    assert "set(SGL_KERNEL_ENABLE_FA3 ON)" not in after and "FA3 OFF)  # gpufleet" in after
+
+
+def test_insert_before(tree):
+    rule = dict(CCCL, name="before", insert_after=None, insert_before="# before-policy")
+    _, changed = patch_rules.run(str(tree), REF, [rule])
+    assert "\n# before-policy\nfind_package(CUDAToolkit REQUIRED)" in changed["CMakeLists.txt"][1]
+
+
+def test_second_run_changes_nothing(tree, capsys):
+    args = dict(path=str(tree), ref=REF, rules=[POLICY, CCCL, FA3])
+    assert run_module(args) == 0
+    first = result_of(capsys)
+    assert first["changed"] is True and first["files"] == ["CMakeLists.txt"]
+    content = (tree / "CMakeLists.txt").read_text()
+    assert run_module(args) == 0
+    second = result_of(capsys)
+    assert second["changed"] is False
+    assert second["present"] == ["cmake-policy-cmp0169-guard", "cuda13-cccl-include", "fa3-off-without-sm90a"]
+    assert (tree / "CMakeLists.txt").read_text() == content
+    assert content.count("cmake_policy(SET CMP0169 OLD)") == 1
+
+
+def test_check_mode_shows_diff_and_writes_nothing(tree, capsys):
+    assert run_module(dict(path=str(tree), ref=REF, rules=[POLICY]), check=True, diff=True) == 0
+    res = result_of(capsys)
+    assert res["changed"] is True
+    assert res["diff"][0]["before"] == CMAKE
+    assert "if(POLICY CMP0169)" in res["diff"][0]["after"]
+    assert (tree / "CMakeLists.txt").read_text() == CMAKE
+
+
+def test_rule_that_no_longer_matches_fails_with_name_and_ref(tree, capsys):
+    (tree / "CMakeLists.txt").write_text(CMAKE.replace("CMP0169", "CMP0170"))
+    assert run_module(dict(path=str(tree), ref=REF, rules=[CCCL, POLICY])) == 1
+    res = result_of(capsys)
+    assert res["failed"] is True
+    assert "patch rule 'cmake-policy-cmp0169-guard' no longer matches source ref " + REF in res["msg"]
+    # nothing written when any rule fails, not even the rules before it
+    assert "gpufleet" not in (tree / "CMakeLists.txt").read_text()
+
+
+def test_missing_file_fails_with_name_and_ref(tree):
+    with pytest.raises(patch_rules.RuleError, match="patch rule 'x' no longer matches source ref %s: file nope.txt" % REF):
+        patch_rules.run(str(tree), REF, [dict(POLICY, name="x", file="nope.txt")])
+
+
+def test_refs_select_the_rule(tree):
+    res, changed = patch_rules.run(str(tree), REF, [dict(POLICY, refs=["v0.3.*"])])
+    assert res["skipped"] == ["cmake-policy-cmp0169-guard"] and not changed
+    res, changed = patch_rules.run(str(tree), "v0.3.9", [dict(POLICY, refs=["v0.3.*"])])
+    assert res["applied"] == ["cmake-policy-cmp0169-guard"] and changed
+
+
+def test_disabled_rule_is_skipped_even_if_it_would_fail(tree):
+    res, changed = patch_rules.run(str(tree), REF, [dict(FA3, pattern="absent", regex=False, enabled=False)])
+    assert res["skipped"] == ["fa3-off-without-sm90a"] and not changed
+
+
+@pytest.mark.parametrize("rule,needle", [
+    (dict(POLICY, insert_after="x"), "set exactly one of"),
+    (dict(POLICY, replacement=None), "set exactly one of"),
+    (dict(FA3, pattern="(unclosed"), "invalid regex"),
+    (dict(POLICY, file="../etc/passwd"), "must be relative"),
+    (dict(POLICY, file="/etc/passwd"), "must be relative"),
+])
+def test_bad_rules(tree, rule, needle):
+    with pytest.raises(patch_rules.RuleError, match=needle):
+        patch_rules.run(str(tree), REF, [rule])
+
+
+def test_duplicate_names(tree):
+    with pytest.raises(patch_rules.RuleError, match="duplicate names"):
+        patch_rules.run(str(tree), REF, [POLICY, dict(CCCL, name=POLICY["name"])])
+
+
+def test_missing_tree_fails(tmp_path, capsys):
+    assert run_module(dict(path=str(tmp_path / "nope"), ref=REF, rules=[POLICY])) == 1
+    assert "does not exist (ref %s)" % REF in result_of(capsys)["msg"]
+
+
+def test_file_mode_is_kept(tree, capsys):
+    (tree / "CMakeLists.txt").chmod(0o640)
+    assert run_module(dict(path=str(tree), ref=REF, rules=[POLICY])) == 0
+    assert (tree / "CMakeLists.txt").stat().st_mode & 0o777 == 0o640
