@@ -1,0 +1,354 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.inference contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The probe that gpufleet.inference.torch_verify runs inside the interpreter under test.
+
+torch_verify reads this file's source and runs it as
+``PYTHON -I -c <source> <json parameters>``: it is never written to the target's
+disk, and importing this module (as the controller side does) runs nothing.
+
+It prints exactly one JSON document on the stdout it was started with. Before it
+imports anything else, fd 1 is pointed at stderr, so whatever torch or an
+extension prints cannot corrupt that document.
+
+Speed matters (torch_verify must cost little more than a bare ``import torch``):
+``ldconfig -p`` and ``nvcc --version`` start before the torch import and run
+while it loads; nothing else is spawned.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import sys
+import time
+
+PROBE_SCHEMA = 1
+
+
+def _which(name, extra_dirs=()):
+    for directory in os.environ.get('PATH', '').split(os.pathsep) + list(extra_dirs):
+        candidate = os.path.join(directory or '.', name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def find_cuda_home():
+    """The CUDA_HOME that torch.utils.cpp_extension._find_cuda_home picks, without importing it."""
+    home = os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH')
+    if home:
+        return home
+    nvcc = _which('nvcc')
+    if nvcc:
+        return os.path.dirname(os.path.dirname(nvcc))
+    if os.path.isdir('/usr/local/cuda'):
+        return '/usr/local/cuda'
+    return None
+
+
+def _start(argv):
+    import subprocess
+
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, close_fds=True)
+    except OSError:
+        return None
+
+
+def _finish(proc):
+    if proc is None:
+        return None, None
+    out = proc.communicate()[0]
+    return proc.returncode, out.decode('utf-8', 'replace')
+
+
+def parse_ldconfig(out):
+    """libcudart entries of ``ldconfig -p``, in the loader's order."""
+    found = []
+    for line in (out or '').splitlines():
+        match = re.match(r'^\s*(libcudart\.so\S*)\s+\(([^)]*)\)\s+=>\s+(.+?)\s*$', line)
+        if match:
+            found.append({'soname': match.group(1), 'abi': match.group(2), 'path': match.group(3)})
+    return found
+
+
+def parse_nvcc(out):
+    match = re.search(r'release (\d+(?:\.\d+)*), V(\d+(?:\.\d+)*)', out or '')
+    return match.group(2) if match else None
+
+
+def format_cudnn_version(value):
+    if not value:
+        return None
+    value = int(value)
+    if value >= 90000:  # cuDNN 9: major * 10000 + minor * 100 + patch
+        return '%d.%d.%d' % (value // 10000, value % 10000 // 100, value % 100)
+    return '%d.%d.%d' % (value // 1000, value % 1000 // 100, value % 100)
+
+
+def driver_version():
+    """NVIDIA kernel module version from procfs: no process, no GPU context."""
+    try:
+        with open('/proc/driver/nvidia/version') as handle:
+            text = handle.read()
+    except (IOError, OSError):
+        return None
+    match = re.search(r'Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)', text)
+    return match.group(1) if match else None
+
+
+def loaded_libraries(pattern):
+    """Paths of mapped shared objects of this process matching pattern."""
+    paths = []
+    try:
+        with open('/proc/self/maps') as handle:
+            for line in handle:
+                path = line.rstrip('\n').split(None, 5)[-1]
+                if path.startswith('/') and pattern in os.path.basename(path) and path not in paths:
+                    paths.append(path)
+    except (IOError, OSError):
+        pass
+    return paths
+
+
+def _error_text(exc):
+    return '%s: %s' % (type(exc).__name__, exc)
+
+
+def _version_of(module, name):
+    version = getattr(module, '__version__', None)
+    if version is not None:
+        return str(version)
+    try:
+        from importlib import metadata
+    except ImportError:
+        return None
+    for dist in (name, name.replace('_', '-')):
+        try:
+            return metadata.version(dist)
+        except Exception:  # pylint: disable=broad-except
+            continue
+    return None
+
+
+def import_modules(names):
+    import importlib
+
+    results = {}
+    for name in names:
+        entry = {'ok': False, 'version': None, 'error': None, 'undefined_symbol': None}
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:  # pylint: disable=broad-except
+            # Extensions fail with ImportError, OSError, RuntimeError (version checks) ...
+            entry['error'] = _error_text(exc)
+            match = re.search(r'undefined symbol: (\S+)', str(exc))
+            if match:
+                entry['undefined_symbol'] = match.group(1)
+        else:
+            entry['ok'] = True
+            entry['version'] = _version_of(module, name)
+        results[name] = entry
+    return results
+
+
+def _finite_or_none(value):
+    return value if value == value and value not in (float('inf'), float('-inf')) else None
+
+
+def smoke(torch, size, iterations, dtype_names):
+    """bf16/fp16 matrix products on every GPU against an fp32 reference."""
+    results = []
+    flops = 2.0 * size * size * size * iterations
+    previous_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # the reference must be real fp32
+    try:
+        for index in range(torch.cuda.device_count()):
+            device = torch.device('cuda', index)
+            with torch.cuda.device(index):
+                generator = torch.Generator(device=device)
+                generator.manual_seed(20260307 + index)
+                a32 = torch.randn(size, size, device=device, generator=generator)
+                b32 = torch.randn(size, size, device=device, generator=generator)
+                for dtype_name in dtype_names:
+                    dtype = getattr(torch, dtype_name)
+                    a = a32.to(dtype)
+                    b = b32.to(dtype)
+                    # Reference from the same rounded inputs: only the product is judged.
+                    reference = torch.matmul(a.float(), b.float())
+                    out = torch.matmul(a, b)  # warm-up: cuBLAS heuristics, workspace
+                    torch.cuda.synchronize(device)
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(iterations):
+                        torch.matmul(a, b, out=out)
+                    end.record()
+                    end.synchronize()
+                    seconds = start.elapsed_time(end) / 1000.0
+                    nonfinite = int(out.numel() - torch.isfinite(out).sum().item())
+                    error = ((out.float() - reference).norm() / reference.norm()).item()
+                    results.append({
+                        'device': index,
+                        'name': torch.cuda.get_device_name(index),
+                        'dtype': dtype_name,
+                        'size': size,
+                        'iterations': iterations,
+                        'seconds': round(seconds, 6),
+                        'tflops': round(flops / seconds / 1e12, 3) if seconds > 0 else None,
+                        'nonfinite': nonfinite,
+                        'relative_error': _finite_or_none(error),
+                    })
+                    del a, b, reference, out
+                del a32, b32
+            torch.cuda.empty_cache()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous_tf32
+    return results
+
+
+def torch_facts(torch, facts):
+    facts['torch_version'] = str(torch.__version__)
+    facts['torch_git_version'] = getattr(torch.version, 'git_version', None)
+    facts['torch_cuda_version'] = torch.version.cuda
+    try:
+        facts['cxx11_abi'] = bool(torch.compiled_with_cxx11_abi())
+    except AttributeError:
+        facts['cxx11_abi'] = bool(getattr(torch._C, '_GLIBCXX_USE_CXX11_ABI', False))
+    arch_flags = getattr(torch._C, '_cuda_getArchFlags', None)
+    facts['arch_list'] = (arch_flags() or '').split() if arch_flags else []
+    facts['cuda_available'] = bool(torch.cuda.is_available())
+    facts['device_count'] = torch.cuda.device_count() if facts['cuda_available'] else 0
+    devices = []
+    for index in range(facts['device_count']):
+        props = torch.cuda.get_device_properties(index)
+        devices.append({
+            'index': index,
+            'name': props.name,
+            'compute_capability': '%d.%d' % (props.major, props.minor),
+            'memory_total_mib': int(props.total_memory) // (1024 * 1024),
+            'multiprocessor_count': int(props.multi_processor_count),
+        })
+    facts['devices'] = devices
+    try:
+        facts['cudnn_version'] = format_cudnn_version(torch.backends.cudnn.version())
+    except Exception:  # pylint: disable=broad-except
+        facts['cudnn_version'] = None
+    try:
+        from torch.cuda import nccl
+
+        version = nccl.version()
+        facts['nccl_version'] = '.'.join(str(part) for part in version) if isinstance(version, tuple) else str(version)
+    except Exception:  # pylint: disable=broad-except
+        facts['nccl_version'] = None
+    facts['cuda_driver_version'] = None
+    get_driver = getattr(torch._C, '_cuda_getDriverVersion', None)
+    if torch.version.cuda and get_driver is not None:
+        try:
+            version = int(get_driver())
+            if version:
+                facts['cuda_driver_version'] = '%d.%d' % (version // 1000, version % 1000 // 10)
+        except Exception:  # pylint: disable=broad-except
+            pass
+    facts['torch_libcudart'] = loaded_libraries('libcudart') if devices else []
+
+
+def empty_facts():
+    return {
+        'python_executable': sys.executable,
+        'python_version': '%d.%d.%d' % tuple(sys.version_info[:3]),
+        'torch_importable': False,
+        'torch_error': None,
+        'torch_import_seconds': None,
+        'torch_version': None,
+        'torch_git_version': None,
+        'torch_cuda_version': None,
+        'cuda_available': False,
+        'device_count': 0,
+        'devices': [],
+        'cudnn_version': None,
+        'nccl_version': None,
+        'cxx11_abi': None,
+        'arch_list': [],
+        'driver_version': None,
+        'cuda_driver_version': None,
+        'libcudart': [],
+        'torch_libcudart': [],
+        'cuda_home': None,
+        'nvcc_version': None,
+        'imports': {},
+        'smoke': [],
+        'smoke_error': None,
+    }
+
+
+def run(params):
+    facts = empty_facts()
+    ldconfig = _which('ldconfig', ('/sbin', '/usr/sbin'))
+    ldconfig_proc = _start([ldconfig, '-p']) if ldconfig else None
+    cuda_home = find_cuda_home()
+    facts['cuda_home'] = cuda_home
+    nvcc = os.path.join(cuda_home, 'bin', 'nvcc') if cuda_home else None
+    nvcc_proc = _start([nvcc, '--version']) if nvcc and os.access(nvcc, os.X_OK) else None
+    facts['driver_version'] = driver_version()
+
+    started = time.time()
+    try:
+        import torch
+    except Exception as exc:  # pylint: disable=broad-except
+        facts['torch_error'] = _error_text(exc)
+        torch = None
+    facts['torch_import_seconds'] = round(time.time() - started, 3)
+
+    if torch is not None:
+        facts['torch_importable'] = True
+        torch_facts(torch, facts)
+        facts['imports'] = import_modules(params.get('imports') or [])
+        if params.get('smoke'):
+            if facts['device_count']:
+                facts['smoke'] = smoke(torch, int(params.get('smoke_size', 8192)),
+                                       int(params.get('smoke_iterations', 10)),
+                                       params.get('smoke_dtypes') or ['bfloat16', 'float16'])
+            else:
+                facts['smoke_error'] = 'no CUDA device to run on (torch.cuda.is_available() is %s)' % facts['cuda_available']
+
+    facts['libcudart'] = parse_ldconfig(_finish(ldconfig_proc)[1])
+    facts['nvcc_version'] = parse_nvcc(_finish(nvcc_proc)[1])
+    return facts
+
+
+def main():
+    # Keep the document's channel; send everything else that writes to fd 1 to stderr.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    params = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    if params.get('timeout'):
+        import signal
+
+        # Default SIGALRM action ends the process even inside a hung CUDA call.
+        signal.alarm(int(params['timeout']))
+    result = {'schema': PROBE_SCHEMA}
+    try:
+        result['facts'] = run(params)
+    except Exception as exc:  # pylint: disable=broad-except
+        import traceback
+
+        result['error'] = _error_text(exc)
+        result['traceback'] = traceback.format_exc()
+    data = (json.dumps(result, sort_keys=True) + '\n').encode('ascii')
+    while data:
+        data = data[os.write(out_fd, data):]
+    os.close(out_fd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: CUDA and extension destructors can hang or crash at exit.
+    os._exit(0)
+
+
+if __name__ == '__main__':
+    main()

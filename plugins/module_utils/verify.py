@@ -1,0 +1,191 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.inference contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Controller-free logic of gpufleet.inference.torch_verify: the probe command,
+reading its answer, and judging facts against expectations.
+
+Every failure is one line of the form ``name: expected X, found Y``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import json
+import re
+
+from ansible_collections.gpufleet.inference.plugins.module_utils import torch_probe
+
+# The probe's own exit when its alarm fires (default SIGALRM action).
+TIMED_OUT_RC = -14
+
+EXPECT_SPEC = dict(
+    torch_version=dict(type='str'),
+    python_version=dict(type='str'),
+    cuda_version=dict(type='str'),
+    device_count=dict(type='int'),
+    device_name=dict(type='str'),
+    compute_capability=dict(type='str'),
+    min_driver_version=dict(type='str'),
+    min_cudnn_version=dict(type='str'),
+    min_smoke_tflops=dict(type='float'),
+    cxx11_abi=dict(type='bool'),
+    imports=dict(type='list', elements='str', default=[]),
+)
+
+SMOKE_DTYPES = ('bfloat16', 'float16')
+
+
+class ProbeError(Exception):
+    """The probe gave no usable answer; msg says why."""
+
+
+def probe_source():
+    """The probe's source text, read from wherever the module_utils were loaded
+    (the AnsiballZ zip on a target, the checkout in unit tests)."""
+    loader = getattr(torch_probe, '__loader__', None)
+    source = None
+    if loader is not None and hasattr(loader, 'get_source'):
+        source = loader.get_source(torch_probe.__name__)
+    if not source:
+        with open(torch_probe.__file__) as handle:
+            source = handle.read()
+    return source
+
+
+def probe_argv(python, params, isolated=True):
+    argv = [python]
+    if isolated:
+        argv.append('-I')  # no user site, no PYTHON* variables, no cwd on sys.path
+    return argv + ['-c', probe_source(), json.dumps(params, sort_keys=True)]
+
+
+def parse_probe_output(rc, out, timeout):
+    """Probe stdout -> facts dict; raises ProbeError with a message."""
+    if rc == TIMED_OUT_RC:
+        raise ProbeError('timeout: expected the probe to finish within %d s, found it still running' % timeout)
+    text = (out or '').strip()
+    if not text:
+        raise ProbeError('probe: expected a JSON document on stdout, found no output (rc %s)' % rc)
+    try:
+        document = json.loads(text)
+    except ValueError:
+        raise ProbeError('probe: expected a JSON document on stdout, found %r' % text[:200])
+    if not isinstance(document, dict) or document.get('schema') != torch_probe.PROBE_SCHEMA:
+        raise ProbeError('probe: expected schema %s, found %r' % (torch_probe.PROBE_SCHEMA, text[:200]))
+    if 'error' in document:
+        raise ProbeError('probe: expected to finish, found %s' % document['error'])
+    if rc != 0:
+        raise ProbeError('probe: expected rc 0, found rc %s' % rc)
+    return document['facts']
+
+
+def version_tuple(text):
+    """"580.159.04" -> (580, 159, 4); numeric, so that "10" > "8"."""
+    return tuple(int(part) for part in re.findall(r'\d+', str(text)))
+
+
+def version_matches(expected, found):
+    """Exact, a glob ("2.12.*"), or a prefix ending at a version boundary
+    ("2.12.0.dev20260307" matches "2.12.0.dev20260307+cu130", "2.1" does not match "2.12.0")."""
+    if found is None:
+        return False
+    expected, found = str(expected), str(found)
+    if expected == found:
+        return True
+    if any(char in expected for char in '*?['):
+        return fnmatch.fnmatchcase(found, expected)
+    return found.startswith(expected) and found[len(expected)] in '.+-'
+
+
+def diagnose_undefined_symbols(facts, demangled):
+    """Explain import errors that are ABI breaks: the extension was built against another torch."""
+    for name, entry in sorted(facts.get('imports', {}).items()):
+        symbol = entry.get('undefined_symbol')
+        if not symbol:
+            continue
+        pretty = demangled.get(symbol)
+        entry['undefined_symbol_demangled'] = pretty
+        entry['diagnosis'] = (
+            '%s was built against a different torch than the installed torch %s: undefined symbol %s%s; '
+            'rebuild it against torch %s' % (
+                name, facts.get('torch_version'), symbol, ' (%s)' % pretty if pretty else '',
+                facts.get('torch_version')))
+
+
+def _device_label(entry):
+    return 'device %s (%s)' % (entry.get('device', entry.get('index')), entry.get('name'))
+
+
+def check_health(facts, smoke_requested, tolerance):
+    """Failures that need no expectation: no torch, non-finite or wrong smoke results."""
+    failures = []
+    if not facts.get('torch_importable'):
+        failures.append('torch: expected torch importable by %s, found %s'
+                        % (facts.get('python_executable'), facts.get('torch_error')))
+        return failures
+    if smoke_requested and facts.get('smoke_error'):
+        failures.append('smoke: expected a CUDA device to run on, found %s' % facts['smoke_error'])
+    for entry in facts.get('smoke') or []:
+        if entry.get('nonfinite'):
+            failures.append('smoke: expected finite %s results on %s, found %d NaN/Inf values of %d'
+                            % (entry['dtype'], _device_label(entry), entry['nonfinite'], entry['size'] ** 2))
+        elif entry.get('relative_error') is None or entry['relative_error'] > tolerance:
+            failures.append('smoke: expected %s relative error <= %s against fp32 on %s, found %s'
+                            % (entry['dtype'], tolerance, _device_label(entry), entry.get('relative_error')))
+    return failures
+
+
+def check_expectations(expect, facts):
+    """Every expectation that is set -> list of 'name: expected X, found Y'."""
+    expect = dict((key, value) for key, value in (expect or {}).items() if value not in (None, []))
+    failures = []
+    devices = facts.get('devices') or []
+
+    def fail(name, expected, found):
+        failures.append('%s: expected %s, found %s' % (name, expected, found))
+
+    for name, fact in (('torch_version', 'torch_version'), ('python_version', 'python_version'),
+                       ('cuda_version', 'torch_cuda_version')):
+        if name in expect and not version_matches(expect[name], facts.get(fact)):
+            fail(name, expect[name], facts.get(fact))
+    if 'device_count' in expect and expect['device_count'] != facts.get('device_count'):
+        fail('device_count', expect['device_count'], facts.get('device_count'))
+    if 'device_name' in expect:
+        pattern = re.compile(expect['device_name'])
+        wrong = [device for device in devices if not pattern.search(device['name'])]
+        if not devices:
+            fail('device_name', 'devices matching %r' % expect['device_name'], 'no device')
+        for device in wrong:
+            fail('device_name', 'a name matching %r' % expect['device_name'],
+                 '%r on device %d' % (device['name'], device['index']))
+    if 'compute_capability' in expect:
+        if not devices:
+            fail('compute_capability', expect['compute_capability'], 'no device')
+        for device in devices:
+            if device['compute_capability'] != expect['compute_capability']:
+                fail('compute_capability', expect['compute_capability'],
+                     '%s on device %d' % (device['compute_capability'], device['index']))
+    for name, fact in (('min_driver_version', 'driver_version'), ('min_cudnn_version', 'cudnn_version')):
+        if name in expect:
+            found = facts.get(fact)
+            if found is None or version_tuple(found) < version_tuple(expect[name]):
+                fail(name, '>= %s' % expect[name], found)
+    if 'min_smoke_tflops' in expect:
+        results = facts.get('smoke') or []
+        if not results:
+            fail('min_smoke_tflops', '>= %s' % expect['min_smoke_tflops'], 'no smoke result (set smoke: true)')
+        for entry in results:
+            if entry.get('tflops') is None or entry['tflops'] < expect['min_smoke_tflops']:
+                fail('min_smoke_tflops', '>= %s' % expect['min_smoke_tflops'],
+                     '%s %s on %s' % (entry.get('tflops'), entry['dtype'], _device_label(entry)))
+    if 'cxx11_abi' in expect and expect['cxx11_abi'] != facts.get('cxx11_abi'):
+        fail('cxx11_abi', expect['cxx11_abi'], facts.get('cxx11_abi'))
+    for name in expect.get('imports', []):
+        entry = (facts.get('imports') or {}).get(name)
+        if entry is None:
+            fail('imports', '%s to import' % name, 'it was not tried (torch did not import)')
+        elif not entry['ok']:
+            fail('imports', '%s to import' % name, entry.get('diagnosis') or entry.get('error'))
+    return failures

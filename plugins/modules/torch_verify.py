@@ -1,0 +1,475 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.inference contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: torch_verify
+short_description: Verify a PyTorch environment on the host with its own interpreter, and register it as facts
+version_added: 0.1.0
+description:
+  - Runs the given interpreter (normally the venv's C(python)) once with a probe that is sent on
+    its command line (C(python -I -c PROBE)), never written to the target's disk, and isolated from
+    the user's site-packages and C(PYTHON*) variables.
+  - The probe imports torch and reports the Python and torch versions, torch's CUDA version, the
+    devices torch sees, cuDNN, NCCL, the C++11 ABI flag, torch's compiled arch list, the NVIDIA
+    driver version, where the loader resolves C(libcudart) (C(ldconfig -p)) and C(nvcc --version)
+    of the CUDA_HOME torch would use. C(ldconfig) and C(nvcc) run while torch is being imported,
+    so they add no wall time.
+  - O(imports) are imported in the same process after torch. An C(undefined symbol) import error
+    is diagnosed as an extension built against another torch, with the symbol demangled by
+    C(c++filt) where the host has it.
+  - O(smoke=true) runs real kernels on every GPU - a bfloat16 and a float16 matrix product checked
+    against a float32 reference, every element checked finite - and reports TFLOP/s per device
+    and dtype. C(torch.cuda.is_available()) can be true while kernels produce NaN; this catches it.
+  - O(expect) compares the facts with what the inventory expects. Every mismatch is listed in
+    one failure message as C(name: expected X, found Y).
+  - The facts are returned on failure too, in the registered result
+    (C(result.ansible_facts.gpufleet_torch)), and in C(ansible_failed_result) inside a C(rescue).
+  - Read-only; never reports a change.
+author:
+  - gpufleet.inference contributors
+options:
+  python:
+    description:
+      - Interpreter to verify, for example C(~/ml-env/bin/python). It must be executable.
+    type: path
+    required: true
+  imports:
+    description:
+      - Modules to import after torch in the same process, for example C(sgl_kernel), C(flashinfer).
+      - Each is reported as ok or error, with its version. Use O(expect.imports) to make one required.
+    type: list
+    elements: str
+    default: []
+  smoke:
+    description:
+      - Run the matrix product smoke test on every CUDA device. Fails when torch sees no device.
+    type: bool
+    default: false
+  smoke_size:
+    description:
+      - Size N of the N x N matrices of the smoke test.
+    type: int
+    default: 8192
+  smoke_iterations:
+    description:
+      - Timed products per device and dtype, after one warm-up product.
+    type: int
+    default: 10
+  smoke_dtypes:
+    description:
+      - Data types of the smoke test, each compared with a float32 reference.
+    type: list
+    elements: str
+    choices: [bfloat16, float16]
+    default: [bfloat16, float16]
+  smoke_tolerance:
+    description:
+      - Largest accepted relative error C(||C - C_fp32|| / ||C_fp32||) of a smoke product.
+    type: float
+    default: 0.02
+  expect:
+    description:
+      - Expectations; the ones left unset are not checked.
+    type: dict
+    default: {}
+    suboptions:
+      torch_version:
+        description:
+          - torch version, exact (C(2.12.0.dev20260307+cu130)), a prefix that ends at a version
+            boundary (C(2.12.0.dev20260307)), or a glob (C(2.12.*)).
+        type: str
+      python_version:
+        description: Python version, exact or prefix (C(3.12)).
+        type: str
+      cuda_version:
+        description: CUDA version torch was built with (C(torch.version.cuda)), exact or prefix.
+        type: str
+      device_count:
+        description: Number of CUDA devices torch sees.
+        type: int
+      device_name:
+        description: Regular expression that every device name must contain a match of (C(H200)).
+        type: str
+      compute_capability:
+        description: Compute capability of every device, C(MAJOR.MINOR).
+        type: str
+      min_driver_version:
+        description: Lowest accepted NVIDIA driver version, compared numerically.
+        type: str
+      min_cudnn_version:
+        description: Lowest accepted cuDNN version, compared numerically.
+        type: str
+      min_smoke_tflops:
+        description: Lowest accepted smoke TFLOP/s of every device and dtype. Needs O(smoke=true).
+        type: float
+      cxx11_abi:
+        description: Expected C(torch.compiled_with_cxx11_abi()).
+        type: bool
+      imports:
+        description: Modules that must import; they are added to O(imports).
+        type: list
+        elements: str
+        default: []
+  timeout:
+    description:
+      - Seconds the probe may run, smoke test included; the probe ends itself with an alarm after that.
+      - V(0) waits for ever.
+    type: int
+    default: 300
+  isolated:
+    description:
+      - Run the interpreter with C(-I) (no user site, no C(PYTHON*) variables, no current directory
+        on C(sys.path)).
+    type: bool
+    default: true
+  environment:
+    description:
+      - Variables to set for the probe, for example C(CUDA_HOME) or C(CUDA_VISIBLE_DEVICES).
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    description: Runs the same in check mode; it only reads.
+    support: full
+  diff_mode:
+    description: Reports no differences; it changes nothing.
+    support: none
+  facts:
+    description: Returns C(gpufleet_torch) under C(ansible_facts).
+    support: full
+notes:
+  - The probe runs with a C locale. Output that is not UTF-8 is decoded with replacement characters.
+  - I(probe_seconds) is the wall time of the interpreter run; importing torch dominates it.
+seealso:
+  - module: gpufleet.inference.gpu_facts
+'''
+
+EXAMPLES = r'''
+- name: Verify the venv, run kernels on every GPU, and compare with the inventory
+  gpufleet.inference.torch_verify:
+    python: "{{ uv_venv_python }}"
+    imports: [sgl_kernel, flashinfer]
+    smoke: true
+    expect:
+      torch_version: "2.12.0.dev20260307+cu130"
+      cuda_version: "13.0"
+      device_count: 8
+      device_name: "RTX PRO 6000 Blackwell"
+      compute_capability: "12.0"
+      min_driver_version: "580.65.06"
+      min_smoke_tflops: 100
+      imports: [sgl_kernel]
+
+- name: Verify, keep the facts whatever happens, decide later
+  gpufleet.inference.torch_verify:
+    python: ~/ml-env/bin/python
+    expect: "{{ gpufleet_expect }}"
+  register: torch_verify_result
+  ignore_errors: true
+
+- name: Show what was found
+  ansible.builtin.debug:
+    msg: "{{ torch_verify_result.ansible_facts.gpufleet_torch.torch_version }}"
+'''
+
+RETURN = r'''
+mismatches:
+  description: Every failed check, as C(name: expected X, found Y); empty on success.
+  returned: always
+  type: list
+  elements: str
+  sample: ["device_count: expected 8, found 7"]
+ansible_facts:
+  description: Facts to add to the host's facts.
+  returned: always
+  type: dict
+  contains:
+    gpufleet_torch:
+      description: What the interpreter really has.
+      returned: always
+      type: dict
+      contains:
+        python_executable:
+          description: C(sys.executable) of the interpreter.
+          type: str
+          sample: /home/deploy/ml-env/bin/python
+        python_version:
+          description: Python version.
+          type: str
+          sample: "3.12.3"
+        torch_importable:
+          description: Whether C(import torch) worked.
+          type: bool
+          sample: true
+        torch_error:
+          description: The exception of C(import torch), when it failed.
+          type: str
+          sample: "ModuleNotFoundError: No module named 'torch'"
+        torch_import_seconds:
+          description: Seconds C(import torch) took.
+          type: float
+          sample: 1.7
+        torch_version:
+          description: C(torch.__version__).
+          type: str
+          sample: "2.11.0+cu130"
+        torch_git_version:
+          description: C(torch.version.git_version).
+          type: str
+          sample: "70d99e998b3a7b2e4bc9b1f2a8a3b3c3d3e3f301"
+        torch_cuda_version:
+          description: C(torch.version.cuda), V(null) for a CPU build.
+          type: str
+          sample: "13.0"
+        cuda_available:
+          description: C(torch.cuda.is_available()).
+          type: bool
+          sample: true
+        device_count:
+          description: Number of CUDA devices torch sees.
+          type: int
+          sample: 1
+        devices:
+          description: The CUDA devices torch sees.
+          type: list
+          elements: dict
+          contains:
+            index:
+              description: torch device index.
+              type: int
+              sample: 0
+            name:
+              description: Device name.
+              type: str
+              sample: NVIDIA H200
+            compute_capability:
+              description: C(MAJOR.MINOR).
+              type: str
+              sample: "9.0"
+            memory_total_mib:
+              description: Total memory in MiB.
+              type: int
+              sample: 143166
+            multiprocessor_count:
+              description: Streaming multiprocessors.
+              type: int
+              sample: 132
+        cudnn_version:
+          description: cuDNN version torch loaded, as C(X.Y.Z).
+          type: str
+          sample: "9.13.0"
+        nccl_version:
+          description: NCCL version torch carries.
+          type: str
+          sample: "2.27.7"
+        cxx11_abi:
+          description: C(torch.compiled_with_cxx11_abi()); an extension must be built with the same.
+          type: bool
+          sample: true
+        arch_list:
+          description: The architectures torch was compiled for.
+          type: list
+          elements: str
+          sample: ["sm_75", "sm_80", "sm_90", "sm_100", "sm_120"]
+        driver_version:
+          description: NVIDIA kernel module version (C(/proc/driver/nvidia/version)).
+          type: str
+          sample: "580.159.04"
+        cuda_driver_version:
+          description: CUDA version the driver supports, as torch sees it.
+          type: str
+          sample: "13.0"
+        libcudart:
+          description: The C(libcudart) entries of C(ldconfig -p), in the loader's order; more than one major is a warning sign.
+          type: list
+          elements: dict
+          contains:
+            soname:
+              description: Library name.
+              type: str
+              sample: libcudart.so.13
+            abi:
+              description: ldconfig's ABI column.
+              type: str
+              sample: libc6,x86-64
+            path:
+              description: Where the loader resolves it.
+              type: str
+              sample: /usr/local/cuda-13.0/targets/x86_64-linux/lib/libcudart.so.13
+        torch_libcudart:
+          description: The C(libcudart) files mapped into the process once CUDA was initialised.
+          type: list
+          elements: str
+          sample: ["/home/deploy/ml-env/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13"]
+        cuda_home:
+          description: The CUDA_HOME torch's extension builder would use (C(CUDA_HOME), C(CUDA_PATH), nvcc on E(PATH), C(/usr/local/cuda)).
+          type: str
+          sample: /usr/local/cuda
+        nvcc_version:
+          description: Version from C(CUDA_HOME/bin/nvcc --version).
+          type: str
+          sample: "13.0.88"
+        imports:
+          description: One entry per module of O(imports) and O(expect.imports), by name.
+          type: dict
+          sample:
+            sgl_kernel:
+              ok: false
+              version: null
+              error: "ImportError: common_ops.so: undefined symbol: _ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"
+              undefined_symbol: _ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib
+              undefined_symbol_demangled: "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool)"
+              diagnosis: "sgl_kernel was built against a different torch than the installed torch 2.12.0.dev20260307+cu130: ..."
+        smoke:
+          description: One entry per device and dtype of the smoke test; empty when it did not run.
+          type: list
+          elements: dict
+          contains:
+            device:
+              description: Device index.
+              type: int
+              sample: 0
+            name:
+              description: Device name.
+              type: str
+              sample: NVIDIA H200
+            dtype:
+              description: C(bfloat16) or C(float16).
+              type: str
+              sample: bfloat16
+            size:
+              description: N of the N x N product.
+              type: int
+              sample: 8192
+            iterations:
+              description: Timed products.
+              type: int
+              sample: 10
+            seconds:
+              description: GPU time of the timed products.
+              type: float
+              sample: 0.0171
+            tflops:
+              description: Achieved TFLOP/s (2 N^3 per product).
+              type: float
+              sample: 642.9
+            nonfinite:
+              description: Elements of the result that are NaN or Inf.
+              type: int
+              sample: 0
+            relative_error:
+              description: C(||C - C_fp32|| / ||C_fp32||), V(null) when not finite.
+              type: float
+              sample: 0.0021
+        smoke_error:
+          description: Why the smoke test could not run, else V(null).
+          type: str
+          sample: null
+        probe_seconds:
+          description: Wall time of the probe run, interpreter start to exit.
+          type: float
+          sample: 2.41
+'''
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE
+from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
+    EXPECT_SPEC,
+    SMOKE_DTYPES,
+    ProbeError,
+    check_expectations,
+    check_health,
+    diagnose_undefined_symbols,
+    parse_probe_output,
+    probe_argv,
+)
+
+
+def demangle(module, symbols):
+    """symbol -> demangled name, with one c++filt run for all of them; {} without c++filt."""
+    cxxfilt = module.get_bin_path('c++filt')
+    if not symbols or not cxxfilt:
+        return {}
+    rc, out, dummy = module.run_command([cxxfilt] + symbols, errors='replace')
+    lines = out.splitlines()
+    if rc != 0 or len(lines) != len(symbols):
+        return {}
+    return dict((symbol, line.strip()) for symbol, line in zip(symbols, lines) if line.strip() != symbol)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type='path', required=True),
+            imports=dict(type='list', elements='str', default=[]),
+            smoke=dict(type='bool', default=False),
+            smoke_size=dict(type='int', default=8192),
+            smoke_iterations=dict(type='int', default=10),
+            smoke_dtypes=dict(type='list', elements='str', choices=list(SMOKE_DTYPES), default=list(SMOKE_DTYPES)),
+            smoke_tolerance=dict(type='float', default=0.02),
+            expect=dict(type='dict', default={}, options=EXPECT_SPEC),
+            timeout=dict(type='int', default=300),
+            isolated=dict(type='bool', default=True),
+            environment=dict(type='dict', default={}),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    python = params['python']
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        module.fail_json(msg='python: expected an executable interpreter, found no executable file at %s' % python)
+    for name in ('smoke_size', 'smoke_iterations'):
+        if params[name] < 1:
+            module.fail_json(msg='%s: expected a positive number, found %d' % (name, params[name]))
+
+    imports = list(params['imports'])
+    imports.extend(name for name in params['expect']['imports'] if name not in imports)
+    probe_params = dict(
+        imports=imports,
+        smoke=params['smoke'],
+        smoke_size=params['smoke_size'],
+        smoke_iterations=params['smoke_iterations'],
+        smoke_dtypes=params['smoke_dtypes'],
+        timeout=params['timeout'],
+    )
+    argv = probe_argv(python, probe_params, isolated=params['isolated'])
+    module.run_command_environ_update = C_LOCALE
+    environ = dict((key, str(value)) for key, value in params['environment'].items())
+
+    started = time.time()
+    rc, out, err = module.run_command(argv, environ_update=environ, errors='replace')
+    probe_seconds = round(time.time() - started, 3)
+    # The probe source is long and says nothing new: report the command without it.
+    cmd = [arg if arg != argv[-2] else '<probe>' for arg in argv]
+    try:
+        facts = parse_probe_output(rc, out, params['timeout'])
+    except ProbeError as exc:
+        module.fail_json(msg=str(exc), rc=rc, stdout=out, stderr=err, cmd=cmd, mismatches=[str(exc)],
+                         ansible_facts=dict(gpufleet_torch=dict(python_executable=python, probe_seconds=probe_seconds)))
+    facts['probe_seconds'] = probe_seconds
+
+    symbols = sorted(set(entry['undefined_symbol'] for entry in facts['imports'].values() if entry.get('undefined_symbol')))
+    diagnose_undefined_symbols(facts, demangle(module, symbols))
+
+    mismatches = check_health(facts, params['smoke'], params['smoke_tolerance'])
+    mismatches.extend(check_expectations(params['expect'], facts))
+    result = dict(changed=False, mismatches=mismatches, ansible_facts=dict(gpufleet_torch=facts))
+    if mismatches:
+        module.fail_json(msg='%d check(s) failed for %s: %s' % (len(mismatches), python, '; '.join(mismatches)),
+                         rc=rc, stderr=err, cmd=cmd, **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
