@@ -1,0 +1,79 @@
+# gpufleet.inference: the two commands a newcomer needs are `make deploy` and
+# `make test`; both do all set-up themselves (controller venv, podman, the test
+# image, the wheelhouse, the sandbox fleet).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+SANDBOX_HOSTS ?= 3
+INVENTORY ?= inventories/sandbox
+WHEELHOUSE := $(CURDIR)/.cache/wheelhouse
+# The torch the tests use: pip finds it through its own configuration (a local
+# wheel location on CI machines, the package index elsewhere).
+TEST_TORCH ?= torch==2.13.0
+
+.PHONY: help bootstrap lock test-hosts wheelhouse sandbox-up sandbox-down deploy verify \
+        test lint sanity unit molecule integration build clean
+
+help:
+	@echo "make deploy        bring up the sandbox fleet and run playbooks/deploy.yml on it"
+	@echo "make test          every test: lint, sanity, unit, molecule, fleet; prints 'N passed, N failed'"
+	@echo "make verify INVENTORY=inventories/cluster   fleet re-verification with a report"
+	@echo "make sandbox-up SANDBOX_HOSTS=3 / make sandbox-down"
+	@echo "make bootstrap     controller venv only (.venv)"
+
+bootstrap: $(VENV)/.bootstrap-stamp
+
+# Re-runs in well under a second when the requirements did not change.
+$(VENV)/.bootstrap-stamp: requirements/controller.txt requirements/controller.lock
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	@echo "bootstrap: installing pinned controller requirements into .venv"
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check \
+	    -r requirements/controller.txt -c requirements/controller.lock
+	@touch $@
+
+lock:
+	$(VENV)/bin/python -m pip freeze --exclude-editable > requirements/controller.lock
+
+test-hosts:
+	@scripts/test-hosts.sh
+
+wheelhouse: $(WHEELHOUSE)/.stamp
+
+$(WHEELHOUSE)/.stamp:
+	@mkdir -p $(WHEELHOUSE)
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) '$(TEST_TORCH)'
+	@touch $@
+
+sandbox-up: bootstrap test-hosts
+	@$(VENV)/bin/python scripts/sandbox.py up --hosts $(SANDBOX_HOSTS)
+
+sandbox-down:
+	@$(VENV)/bin/python scripts/sandbox.py down
+
+deploy: bootstrap test-hosts wheelhouse sandbox-up
+	ansible-playbook playbooks/deploy.yml -i inventories/sandbox
+	@echo "deploy: fleet report in reports/ (fleet-report.md, fleet-report.html, fleet-report.json)"
+
+verify: bootstrap
+	$(VENV)/bin/python tools/fleet_verify.py -i $(INVENTORY)
+
+test: bootstrap test-hosts wheelhouse
+	@scripts/run-tests.sh
+
+lint: bootstrap
+	ansible-lint
+
+sanity: bootstrap
+	@scripts/sanity.sh
+
+unit: bootstrap
+	pytest -q tests/unit
+
+build: bootstrap
+	ansible-galaxy collection build --force --output-path .cache/dist .
+
+clean: sandbox-down
+	rm -rf .cache reports
