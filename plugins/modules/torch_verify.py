@@ -396,6 +396,10 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
 )
 
 
+def is_executable(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 def demangle(module, symbols):
     """symbol -> demangled name, with one c++filt run for all of them; {} without c++filt."""
     cxxfilt = module.get_bin_path('c++filt')
@@ -427,7 +431,7 @@ def main():
     )
     params = module.params
     python = params['python']
-    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+    if not is_executable(python):
         module.fail_json(msg='python: expected an executable interpreter, found no executable file at %s' % python)
     for name in ('smoke_size', 'smoke_iterations'):
         if params[name] < 1:

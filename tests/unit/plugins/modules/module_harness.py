@@ -93,6 +93,8 @@ def run_case(main, case, monkeypatch, command_matcher=None):
         if 'command_startswith' in call:
             prefix = call['command_startswith']
             assert list(args[:len(prefix)]) == prefix, 'command: expected %r..., found %r' % (prefix, args)
+        if 'environ_update' in call:
+            assert kwargs.get('environ_update') == call['environ_update']
         errors = kwargs.get('errors', 'surrogate_or_strict')
         out = to_text(_recorded_output(call, 'out'), errors=errors)
         err = to_text(_recorded_output(call, 'err'), errors=errors)
