@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.inference contributors
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVIDIA driver and GPU inventory from nvidia-smi, for gpufleet.inference.gpu_facts."""
 
 from __future__ import absolute_import, division, print_function

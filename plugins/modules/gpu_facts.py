@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.inference contributors
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -24,7 +24,7 @@ description:
   - A line of C(nvidia-smi) output that cannot be parsed fails the task and names the line.
   - Read-only; never reports a change.
 author:
-  - gpufleet.inference contributors
+  - gpufleet.inference maintainers (@gpufleet)
 options:
   required:
     description:

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.inference contributors
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -26,14 +26,15 @@ description:
     C(c++filt) where the host has it.
   - O(smoke=true) runs real kernels on every GPU - a bfloat16 and a float16 matrix product checked
     against a float32 reference, every element checked finite - and reports TFLOP/s per device
-    and dtype. C(torch.cuda.is_available()) can be true while kernels produce NaN; this catches it.
-  - O(expect) compares the facts with what the inventory expects. Every mismatch is listed in
+    and dtype. V(true) from C(torch.cuda.is_available) can coexist with kernels that produce NaN; this catches it.
+  - >-
+    O(expect) compares the facts with what the inventory expects. Every mismatch is listed in
     one failure message as C(name: expected X, found Y).
   - The facts are returned on failure too, in the registered result
     (C(result.ansible_facts.gpufleet_torch)), and in C(ansible_failed_result) inside a C(rescue).
   - Read-only; never reports a change.
 author:
-  - gpufleet.inference contributors
+  - gpufleet.inference maintainers (@gpufleet)
 options:
   python:
     description:
@@ -110,7 +111,7 @@ options:
         description: Lowest accepted smoke TFLOP/s of every device and dtype. Needs O(smoke=true).
         type: float
       cxx11_abi:
-        description: Expected C(torch.compiled_with_cxx11_abi()).
+        description: Expected value of C(torch.compiled_with_cxx11_abi).
         type: bool
       imports:
         description: Modules that must import; they are added to O(imports).
@@ -181,7 +182,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 mismatches:
-  description: Every failed check, as C(name: expected X, found Y); empty on success.
+  description: 'Every failed check, as C(name: expected X, found Y); empty on success.'
   returned: always
   type: list
   elements: str
@@ -229,7 +230,7 @@ ansible_facts:
           type: str
           sample: "13.0"
         cuda_available:
-          description: C(torch.cuda.is_available()).
+          description: What C(torch.cuda.is_available) returned.
           type: bool
           sample: true
         device_count:
@@ -270,7 +271,7 @@ ansible_facts:
           type: str
           sample: "2.27.7"
         cxx11_abi:
-          description: C(torch.compiled_with_cxx11_abi()); an extension must be built with the same.
+          description: What C(torch.compiled_with_cxx11_abi) returned; an extension must be built with the same.
           type: bool
           sample: true
         arch_list:

@@ -136,7 +136,7 @@ def run_probe(tmp_path, params, env=None, isolated=True):
     environ.pop('PYTHONPATH', None)
     environ.update(env or {})
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environ,
-                          cwd=str(tmp_path), timeout=60)
+                          cwd=str(tmp_path), timeout=60, check=False)
     return proc.returncode, proc.stdout.decode('utf-8', 'replace'), proc.stderr.decode('utf-8', 'replace')
 
 
