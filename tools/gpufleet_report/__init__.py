@@ -1,0 +1,385 @@
+"""Fleet report: one row per host from what deploy/verify/rollback registered.
+
+The playbooks hand this package the per-host results of one run (JSON on
+stdin); it compares them with the previous run's report and with the locks
+that the torch_nightly role fetched under ``<report dir>/locks/<host>/``, and
+writes ``fleet-report.json`` (everything, the next run's baseline),
+``fleet-report.md`` and ``fleet-report.html`` (one row per host, failing hosts
+first). Pure Python + jinja2 so that it runs wherever ansible-core runs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import re
+import tempfile
+
+REPORT_BASENAME = "fleet-report"
+SCHEMA_VERSION = 1
+
+# Worst first: the order of the rows in every rendering.
+STATUS_ORDER = {"failed": 0, "unreachable": 1, "drift": 2, "not_run": 3, "unverified": 4, "ok": 5}
+BAD_STATUSES = ("failed", "unreachable", "drift")
+
+# The versions compared with the previous run (report column -> row key).
+TRACKED = (
+    ("driver", "driver_version"),
+    ("cuda", "cuda_version"),
+    ("torch", "torch_version"),
+    ("flashinfer", "flashinfer_version"),
+    ("sgl-kernel key", "sgl_kernel_abi_key"),
+    ("gpus", "gpu_summary"),
+    ("active venv", "active_venv"),
+)
+
+_EXPECT_ITEM = re.compile(r"(?P<name>[A-Za-z0-9_.\[\]-]+): expected (?P<expected>.*?), found (?P<found>[^;\n]*?)\s*(?=;|\n|$)")
+_LOCK_LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:===|==|\s@\s)\s*(?P<version>\S.*?)\s*$")
+
+
+def canonical_name(name):
+    """PEP 503 normalised project name (``Flashinfer_Python`` -> ``flashinfer-python``)."""
+    return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+def parse_lock(text):
+    """``uv pip freeze`` / ``pip freeze`` text -> {canonical name: version}."""
+    out = {}
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        m = _LOCK_LINE.match(line)
+        if m:
+            out[canonical_name(m.group("name"))] = m.group("version")
+    return out
+
+
+def normalise_packages(packages):
+    if not packages:
+        return {}
+    return {canonical_name(k): str(v) for k, v in packages.items()}
+
+
+def diff_versions(old, new):
+    """Sorted list of {name, old, new}; old/new None for added/removed packages."""
+    old = old or {}
+    new = new or {}
+    out = []
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        if a != b:
+            out.append({"name": name, "old": a, "new": b})
+    return out
+
+
+def parse_expectation_failures(message):
+    """torch_verify lists each mismatch as ``name: expected X, found Y``."""
+    out = []
+    for m in _EXPECT_ITEM.finditer(message or ""):
+        out.append(m.groupdict())
+    return out
+
+
+def _first(mapping, *paths):
+    """First non-empty value among dotted paths in nested dicts."""
+    for path in paths:
+        cur = mapping
+        for part in path.split("."):
+            if isinstance(cur, dict) and part in cur:
+                cur = cur[part]
+            else:
+                cur = None
+                break
+        if cur not in (None, "", [], {}):
+            return cur
+    return None
+
+
+def find_lock(lock_dir, host, venv=None):
+    """The lock the deploy recorded for this host: {packages, path} or None.
+
+    The torch_nightly role fetches ``<lock_dir>/<host>/<something>.txt``; when
+    several are there, the one named after the active venv wins, then the newest.
+    """
+    d = os.path.join(lock_dir, host)
+    if not os.path.isdir(d):
+        return None
+    files = []
+    for root, _dirs, names in os.walk(d):
+        for n in names:
+            if n.endswith((".txt", ".lock")):
+                files.append(os.path.join(root, n))
+    if not files:
+        return None
+    chosen = None
+    if venv:
+        base = os.path.basename(str(venv).rstrip("/"))
+        named = [f for f in files if base and base in os.path.basename(f)]
+        if named:
+            chosen = max(named, key=os.path.getmtime)
+    if chosen is None:
+        chosen = max(files, key=os.path.getmtime)
+    with open(chosen, encoding="utf-8", errors="replace") as fh:
+        return {"path": os.path.relpath(chosen, os.path.dirname(lock_dir.rstrip("/")) or "."), "packages": parse_lock(fh.read())}
+
+
+def _gpu_rows(gpu, torch):
+    gpus = []
+    for g in (gpu or {}).get("gpus") or []:
+        gpus.append({"index": g.get("index"), "name": g.get("name"), "compute_capability": g.get("compute_capability"),
+                     "memory_total_mib": g.get("memory_total_mib")})
+    if not gpus:
+        for i, d in enumerate(_first(torch or {}, "devices") or []):
+            gpus.append({"index": d.get("index", i), "name": d.get("name"), "compute_capability": d.get("compute_capability"),
+                         "memory_total_mib": d.get("memory_total_mib")})
+    return gpus
+
+
+def _gpu_summary(gpus):
+    if not gpus:
+        return "none"
+    counts = {}
+    for g in gpus:
+        counts[g.get("name") or "?"] = counts.get(g.get("name") or "?", 0) + 1
+    return ", ".join("%dx %s" % (c, n) for n, c in sorted(counts.items()))
+
+
+def _smoke(torch):
+    """Per-device smoke TFLOP/s: [{device, <dtype>: tflops, ...}].
+
+    torch_verify lists one entry per device and dtype
+    ({device, dtype, tflops, nonfinite, relative_error, ...}).
+    """
+    by_device = {}
+    for item in (torch or {}).get("smoke") or []:
+        if not isinstance(item, dict):
+            continue
+        dev = item.get("device", 0)
+        entry = by_device.setdefault(dev, {"device": dev})
+        if isinstance(item.get("tflops"), (int, float)):
+            entry[str(item.get("dtype") or "tflops")] = item["tflops"]
+    return [by_device[k] for k in sorted(by_device, key=str)]
+
+
+def _import_version(torch, name):
+    imports = _first(torch or {}, "imports")
+    if isinstance(imports, dict):
+        imports = [dict(v, name=k) for k, v in imports.items() if isinstance(v, dict)]
+    for item in imports or []:
+        if isinstance(item, dict) and item.get("name") == name and item.get("ok", item.get("status") == "ok"):
+            return item.get("version")
+    return None
+
+
+def host_row(name, entry, previous_row, lock_dir, mode):
+    """One report row from the host's registered result of this run."""
+    entry = dict(entry or {})
+    status = entry.get("status") or "unreachable"
+    if status == "running":
+        # Still "running" at report time: the connection was lost mid-run.
+        status = "unreachable"
+        entry.setdefault("message", "")
+        entry["message"] = entry["message"] or "host became unreachable during the run (last stage: %s)" % (entry.get("stage") or "?")
+    gpu = entry.get("gpu") or {}
+    torch = entry.get("torch") or {}
+    packages = normalise_packages(entry.get("packages"))
+    gpus = _gpu_rows(gpu, torch)
+    row = {
+        "host": name,
+        "status": status,
+        "stage": entry.get("stage"),
+        "message": entry.get("message") or "",
+        "venv": entry.get("venv"),
+        "active_venv": entry.get("active_venv"),
+        "previous_venv": entry.get("previous_venv"),
+        "activated": bool(entry.get("activated")),
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "gpu_summary": _gpu_summary(gpus) if status not in ("unreachable", "not_run") else None,
+        "driver_version": gpu.get("driver_version") or _first(torch, "driver_version", "driver.version"),
+        "cuda_version": _first(torch, "torch_cuda_version", "cuda_version", "torch.cuda_version", "version_cuda") or gpu.get("cuda_driver_version"),
+        "cuda_driver_version": gpu.get("cuda_driver_version"),
+        "torch_version": _first(torch, "torch_version", "torch.version", "version") or packages.get("torch"),
+        "flashinfer_version": _import_version(torch, "flashinfer") or packages.get("flashinfer-python"),
+        "sgl_kernel_abi_key": entry.get("sgl_kernel_abi_key"),
+        "smoke_tflops": _smoke(torch),
+        "expectation_failures": parse_expectation_failures("\n".join(entry.get("mismatches") or []) or entry.get("message"))
+        if status == "failed" else [],
+        "changes": [],
+        "lock": None,
+        "lock_diff": [],
+        "packages": packages,
+        "facts": {"gpu": gpu, "torch": torch},
+        "drift": [],
+    }
+    if status in ("unreachable", "not_run"):
+        # Keep the last known stack so the operator sees what the host had.
+        if previous_row:
+            for _label, key in TRACKED:
+                if row.get(key) in (None, "", []):
+                    row[key] = previous_row.get(key)
+        row["drift"].append("unreachable" if status == "unreachable" else "not run in this play")
+        return row
+
+    if previous_row and previous_row.get("status") not in ("unreachable", "not_run", None):
+        for label, key in TRACKED:
+            old, new = previous_row.get(key), row.get(key)
+            if old != new and not (old is None and new is None):
+                row["changes"].append({"name": label, "old": old, "new": new})
+
+    lock = find_lock(lock_dir, name, row["active_venv"] or row["venv"]) if lock_dir else None
+    if lock is not None and packages:
+        row["lock"] = lock["path"]
+        row["lock_diff"] = diff_versions(lock["packages"], packages)
+
+    for f in row["expectation_failures"]:
+        row["drift"].append("%s: expected %s, found %s" % (f["name"], f["expected"], f["found"]))
+    if status == "failed" and not row["expectation_failures"]:
+        row["drift"].append("failed%s: %s" % (" in " + row["stage"] if row["stage"] else "", _one_line(row["message"])))
+    for d in row["lock_diff"]:
+        row["drift"].append("lock %s: %s -> %s" % (d["name"], d["old"] or "absent", d["new"] or "absent"))
+    # A deploy or rollback changes versions on purpose: those are reported as
+    # changes, not drift. Between two verify runs nothing should move.
+    if mode == "verify":
+        for c in row["changes"]:
+            row["drift"].append("%s changed since the previous run: %s -> %s" % (c["name"], c["old"], c["new"]))
+    if status == "ok" and row["drift"]:
+        row["status"] = "drift"
+    return row
+
+
+def _one_line(text, limit=300):
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def load_previous(out_dir):
+    path = os.path.join(out_dir, REPORT_BASENAME + ".json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
+        return None
+    return data
+
+
+def build_report(run, previous=None, lock_dir=None, now=None):
+    """run: {mode, playbook, hosts: [name...], results: [entry|None...], started: [bool...]}."""
+    mode = run.get("mode") or "verify"
+    names = list(run.get("hosts") or [])
+    results = list(run.get("results") or [])
+    stages = list(run.get("stages") or [])
+    prev_rows = {r["host"]: r for r in (previous or {}).get("hosts", []) if isinstance(r, dict) and "host" in r}
+    rows = []
+    for i, name in enumerate(names):
+        entry = results[i] if i < len(results) else None
+        if not entry:
+            # No record at all: the play ended (max_fail_percentage, a
+            # failed batch) before this host's serial batch started.
+            entry = {"status": "not_run", "message": "not run: the play stopped before this host's batch"}
+        elif entry.get("status") == "running" and not entry.get("stage") and i < len(stages) and stages[i]:
+            entry = dict(entry, stage=stages[i])
+        rows.append(host_row(name, entry, prev_rows.get(name), lock_dir, mode))
+    rows.sort(key=lambda r: (STATUS_ORDER.get(r["status"], 0), r["host"]))
+    counts = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    report = {
+        "schema": SCHEMA_VERSION,
+        "generated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "mode": mode,
+        "playbook": run.get("playbook"),
+        "inventory": run.get("inventory"),
+        "previous": (previous or {}).get("generated"),
+        "counts": counts,
+        "total": len(rows),
+        "healthy": not any(r["status"] in BAD_STATUSES for r in rows) and "not_run" not in counts,
+        "hosts": rows,
+    }
+    report["digest"] = fleet_digest(report)
+    return report
+
+
+def fleet_digest(report):
+    """Hash of what the fleet IS (statuses, versions, drift), not of when it was looked at."""
+    keep = []
+    for r in report["hosts"]:
+        keep.append([r["host"], r["status"]] + [r.get(k) for _l, k in TRACKED] + [sorted(r.get("packages", {}).items()), r["drift"]])
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _env():
+    import jinja2
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(here), autoescape=jinja2.select_autoescape(["html.j2"]),
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["tflops"] = format_tflops
+    env.filters["md"] = lambda s: str("" if s is None else s).replace("|", "\\|").replace("\n", " ")
+    return env
+
+
+def format_tflops(smoke):
+    parts = []
+    for d in smoke or []:
+        vals = ", ".join("%s %.1f" % (k, v) for k, v in sorted(d.items()) if k != "device" and isinstance(v, (int, float)))
+        if vals:
+            parts.append("gpu%s: %s" % (d.get("device"), vals))
+    return "; ".join(parts) or "-"
+
+
+def render(report, kind):
+    return _env().get_template("report.%s.j2" % kind).render(report=report, tracked=TRACKED)
+
+
+def _atomic_write(path, text):
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def write_report(report, out_dir, keep_history=20):
+    """Write the three renderings (atomically) and keep the JSON of past runs."""
+    os.makedirs(out_dir, exist_ok=True)
+    hist = os.path.join(out_dir, "history")
+    os.makedirs(hist, exist_ok=True)
+    paths = {}
+    text = json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
+    stamp = report["generated"].replace(":", "").replace("-", "")
+    _atomic_write(os.path.join(hist, "%s-%s.json" % (stamp, report["mode"])), text)
+    old = sorted(f for f in os.listdir(hist) if f.endswith(".json"))
+    for f in old[: max(0, len(old) - keep_history)]:
+        os.unlink(os.path.join(hist, f))
+    for kind, ext in (("json", "json"), ("md", "md"), ("html", "html")):
+        path = os.path.join(out_dir, "%s.%s" % (REPORT_BASENAME, ext))
+        _atomic_write(path, text if kind == "json" else render(report, kind))
+        paths[kind] = path
+    return paths
+
+
+def summary_table(report, width=None):
+    """Plain-text table for terminals (the fleet_verify entry point prints it)."""
+    cols = ("host", "status", "gpus", "driver", "cuda", "torch", "flashinfer", "sgl-kernel key", "drift")
+    lines = []
+    for r in report["hosts"]:
+        lines.append((r["host"], r["status"].upper(), r.get("gpu_summary") or "-", r.get("driver_version") or "-",
+                      r.get("cuda_version") or "-", r.get("torch_version") or "-", r.get("flashinfer_version") or "-",
+                      (r.get("sgl_kernel_abi_key") or "-")[:12], "; ".join(r["drift"]) or "-"))
+    widths = [max(len(str(c)), *(len(str(l[i])) for l in lines)) if lines else len(c) for i, c in enumerate(cols)]
+    widths[-1] = min(widths[-1], width or 80)
+    fmt = "  ".join("%%-%ds" % w for w in widths)
+    out = [fmt % cols, fmt % tuple("-" * w for w in widths)]
+    for l in lines:
+        out.append(fmt % (l[:-1] + (_one_line(l[-1], widths[-1]),)))
+    counts = ", ".join("%d %s" % (n, s) for s, n in sorted(report["counts"].items(), key=lambda kv: STATUS_ORDER.get(kv[0], 0)))
+    out.append("%d hosts: %s" % (report["total"], counts or "none"))
+    return "\n".join(out)
