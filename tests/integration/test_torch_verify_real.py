@@ -1,0 +1,173 @@
+"""torch_verify against a real torch (the 2.13.0 CPU wheel that pip finds
+through its own configuration), on localhost and on a sandbox host over SSH:
+the facts must equal what the same interpreter prints about itself."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT, run_playbook
+
+TORCH = "torch==2.13.0"
+CACHE = os.path.join(ROOT, ".cache", "torch-verify-real")
+
+# Written independently of the probe: what the interpreter says about itself.
+SELF_REPORT = textwrap.dedent("""\
+    import json, sys, torch
+    print(json.dumps({
+        "python_executable": sys.executable,
+        "python_version": "%d.%d.%d" % sys.version_info[:3],
+        "torch_version": str(torch.__version__),
+        "torch_git_version": torch.version.git_version,
+        "torch_cuda_version": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "device_count": torch.cuda.device_count(),
+        "cxx11_abi": torch.compiled_with_cxx11_abi(),
+        "arch_list": torch.cuda.get_arch_list(),
+        "cudnn_version": torch.backends.cudnn.version(),
+    }))
+    """)
+
+PLAYBOOK = textwrap.dedent("""\
+    - name: torch_verify against a real torch
+      hosts: "{{ target }}"
+      gather_facts: false
+      tasks:
+        - name: Verify the venv
+          gpufleet.inference.torch_verify:
+            python: "{{ venv }}/bin/python"
+            imports: [json, gpufleet_no_such_module]
+            expect:
+              torch_version: "2.13.0"
+              device_count: 0
+              cxx11_abi: true
+          register: verified
+
+        - name: What the interpreter prints about itself
+          ansible.builtin.command:
+            argv: ["{{ venv }}/bin/python", "-c", "{{ self_report }}"]
+          register: self_report_run
+          changed_when: false
+          check_mode: false
+
+        - name: Keep both on the controller
+          ansible.builtin.copy:
+            content: "{{ {'verified': verified, 'facts': gpufleet_torch, 'self': self_report_run.stdout | from_json} | to_json }}"
+            dest: "{{ out }}"
+            mode: "0644"
+          delegate_to: localhost
+          check_mode: false
+          changed_when: false  # the test's own scratch file, not host state
+    """)
+
+PREPARE = textwrap.dedent("""\
+    - name: A venv with the torch CPU wheel, from wheels pushed by the controller
+      hosts: "{{ target }}"
+      gather_facts: false
+      tasks:
+        - name: Push the wheels
+          ansible.builtin.copy:
+            src: "{{ wheels }}/"
+            dest: "{{ remote_wheels }}/"
+            mode: "0644"
+        - name: Create the venv
+          ansible.builtin.command:
+            argv: [python3, -m, venv, "{{ venv }}"]
+            creates: "{{ venv }}/bin/python"
+        - name: Install torch without any index
+          ansible.builtin.command:
+            argv: ["{{ venv }}/bin/pip", install, -q, --no-index, --find-links, "{{ remote_wheels }}", "{{ torch }}"]
+            creates: "{{ venv }}/bin/torchrun"
+    """)
+
+
+def _run(argv, **kwargs):
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+    assert proc.returncode == 0, "%s\n%s%s" % (argv, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def wheels():
+    """torch and its dependencies as wheels (pip's configuration says where from)."""
+    dest = os.path.join(CACHE, "wheels")
+    if not glob.glob(os.path.join(dest, "torch-2.13.0*.whl")):
+        os.makedirs(dest, exist_ok=True)
+        _run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", dest, TORCH],
+             timeout=1200)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def local_venv(wheels):
+    venv = os.path.join(CACHE, "venv")
+    python = os.path.join(venv, "bin", "python")
+    ready = os.path.exists(python) and subprocess.run(
+        [python, "-c", "import torch"], capture_output=True, check=False).returncode == 0
+    if not ready:
+        _run([sys.executable, "-m", "venv", "--clear", venv])
+        _run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", wheels, TORCH], timeout=1200)
+    return venv
+
+
+def _verify(inventory, target, venv, tmp_path, check=False):
+    playbook = tmp_path / "verify.yml"
+    playbook.write_text(PLAYBOOK)
+    out = tmp_path / ("facts-%s%s.json" % (target, "-check" if check else ""))
+    result = run_playbook(playbook, inventory, check=check, extra_vars={
+        "target": target, "venv": venv, "out": str(out), "self_report": SELF_REPORT})
+    assert result.rc == 0, result.out
+    assert result.stats[target]["failed"] == 0 and result.stats[target]["changed"] == 0, result.out
+    return json.loads(out.read_text())
+
+
+def _assert_facts_equal_self_report(data, venv):
+    facts, own = data["facts"], data["self"]
+    assert data["verified"]["changed"] is False
+    assert data["verified"]["mismatches"] == []
+    assert facts == data["verified"]["ansible_facts"]["gpufleet_torch"]
+    for key in ("python_executable", "python_version", "torch_version", "torch_git_version",
+                "torch_cuda_version", "cuda_available", "device_count", "cxx11_abi", "arch_list"):
+        assert facts[key] == own[key], "%s: probe says %r, the interpreter says %r" % (key, facts[key], own[key])
+    assert facts["cudnn_version"] is None and own["cudnn_version"] is None
+    assert facts["python_executable"] == venv + "/bin/python"
+    assert facts["torch_version"] == "2.13.0+cpu"
+    assert facts["imports"]["json"]["ok"] is True
+    assert facts["imports"]["gpufleet_no_such_module"]["ok"] is False
+    assert facts["imports"]["gpufleet_no_such_module"]["error"].startswith("ModuleNotFoundError")
+    assert 0 < facts["torch_import_seconds"] < facts["probe_seconds"]
+
+
+def test_localhost_facts_equal_the_interpreter(local_venv, tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+                         "      ansible_python_interpreter: %s\n" % sys.executable)
+    data = _verify(inventory, "localhost", local_venv, tmp_path)
+    _assert_facts_equal_self_report(data, local_venv)
+    # libcudart and nvcc are what this host's loader and CUDA_HOME really give.
+    ldconfig = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False,
+                              env=dict(os.environ, PATH=os.environ.get("PATH", "") + ":/sbin:/usr/sbin")).stdout
+    assert [entry["path"] for entry in data["facts"]["libcudart"]] == [
+        line.split("=>")[-1].strip() for line in ldconfig.splitlines() if line.strip().startswith("libcudart.so")]
+    # Check mode gives the same facts and changes nothing.
+    checked = _verify(inventory, "localhost", local_venv, tmp_path, check=True)
+    assert {k: v for k, v in checked["facts"].items() if not k.endswith("seconds")} == \
+        {k: v for k, v in data["facts"].items() if not k.endswith("seconds")}
+
+
+def test_sandbox_host_over_ssh_facts_equal_the_interpreter(sandbox, wheels, tmp_path):
+    inventory = sandbox(1)
+    venv = "/home/deploy/gpufleet-torch-venv"
+    prepare = tmp_path / "prepare.yml"
+    prepare.write_text(PREPARE)
+    result = run_playbook(prepare, inventory, limit="sbx1", extra_vars={
+        "target": "sbx1", "wheels": wheels, "remote_wheels": "/home/deploy/.cache/gpufleet/test-wheels",
+        "venv": venv, "torch": TORCH})
+    assert result.rc == 0, result.out
+    data = _verify(inventory, "sbx1", venv, tmp_path)
+    _assert_facts_equal_self_report(data, venv)
+    assert data["facts"]["python_version"].startswith("3.11.")  # Debian 12's python3, not the controller's
