@@ -13,7 +13,7 @@ short_description: ABI key of a torch extension build
 version_added: 0.1.0
 description:
   - Hashes everything that makes a compiled torch extension valid only for one
-    environment: the source ref, the patch rules applied to it, the torch
+    environment, that is the source ref, the patch rules applied to it, the torch
     version, the CUDA version, the CUDA arch list and the Python tag.
   - The arch list is order-insensitive (C(9.0a;8.9) and C(8.9,9.0a) give one key);
     every other field is taken exactly as given.
@@ -22,7 +22,8 @@ description:
 options:
   _input:
     description: Dict with the keys C(source_ref), C(patch_rules), C(torch_version),
-      C(cuda_version), C(arch_list) and C(python_tag). Extra keys are refused.
+      C(cuda_version), C(arch_list) and C(python_tag), and optionally C(build_options)
+      (build switches that change the binary; empty or absent hash alike). Other keys are refused.
     type: dict
     required: true
   length:
@@ -54,6 +55,9 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.six import string_types
 
 ABI_FIELDS = ("source_ref", "patch_rules", "torch_version", "cuda_version", "arch_list", "python_tag")
+# Optional: build switches that change the binary but are not patches (CMake
+# options such as -DSGL_KERNEL_ENABLE_CUDA=OFF); absent and empty hash alike.
+ABI_OPTIONAL = ("build_options",)
 
 
 def _arch_list(value):
@@ -82,7 +86,7 @@ def abi_canonical(data):
     if not isinstance(data, dict):
         raise AnsibleFilterError("abi_key: expected a dict with %s, got %s" % (", ".join(ABI_FIELDS), type(data).__name__))
     missing = [f for f in ABI_FIELDS if f not in data]
-    extra = sorted(to_text(k) for k in data if k not in ABI_FIELDS)
+    extra = sorted(to_text(k) for k in data if k not in ABI_FIELDS + ABI_OPTIONAL)
     if missing or extra:
         raise AnsibleFilterError("abi_key: missing fields %s, unknown fields %s (allowed: %s)"
                                  % (missing, extra, ", ".join(ABI_FIELDS)))
@@ -102,6 +106,8 @@ def abi_canonical(data):
         "arch_list": _arch_list(data["arch_list"]),
         "python_tag": to_text(data["python_tag"]).strip(),
     }
+    if data.get("build_options"):
+        canonical["build_options"] = _plain(data["build_options"])
     return json.dumps(canonical, sort_keys=True, separators=(",", ":"))
 
 

@@ -69,6 +69,11 @@ def test_arch_list_order_and_format_do_not_matter(a, b):
     assert abi_key(with_(arch_list=a)) == abi_key(with_(arch_list=b))
 
 
+def test_build_options_are_optional_and_hashed():
+    assert abi_key(with_(build_options=[])) == abi_key(BASE)
+    assert abi_key(with_(build_options=["-DSGL_KERNEL_ENABLE_CUDA=OFF"])) != abi_key(BASE)
+
+
 def test_empty_arch_list_is_a_cpu_build():
     assert abi_key(with_(arch_list=[], cuda_version="none")) == abi_key(with_(arch_list="", cuda_version="none"))
 
