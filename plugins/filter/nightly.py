@@ -145,7 +145,7 @@ def uv_dry_run_changes(text):
         target = install if match.group(1) == "+" else remove
         target[canonical_name(match.group(2))] = match.group(3)
     return {"install": install, "remove": remove,
-            "changed": bool(install or remove)}
+            "pending": bool(install or remove)}
 
 
 def uv_lock_apply(current, changes):

@@ -145,14 +145,14 @@ def test_freeze_parse_normalises_names_and_skips_other_lines():
 
 def test_dry_run_changes_upgrade():
     changes = uv_dry_run_changes(DRY_RUN_UPGRADE)
-    assert changes["changed"] is True
+    assert changes["pending"] is True
     assert changes["remove"] == {"torch": "2.13.0+cpu"}
     assert changes["install"]["torch"] == "2.10.0"
     assert changes["install"]["flashinfer-python"] == "0.6.1.dev20260308"
 
 
 def test_dry_run_no_changes():
-    assert uv_dry_run_changes(DRY_RUN_NOTHING) == {"install": {}, "remove": {}, "changed": False}
+    assert uv_dry_run_changes(DRY_RUN_NOTHING) == {"install": {}, "remove": {}, "pending": False}
 
 
 def test_lock_apply_builds_the_planned_lock():
