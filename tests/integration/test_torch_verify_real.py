@@ -12,6 +12,10 @@ import pytest
 
 from conftest import ROOT, run_playbook
 
+sys.path.insert(0, os.path.join(ROOT, ".collections"))
+from ansible_collections.gpufleet.inference.plugins.module_utils import torch_probe  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.module_utils.verify import check_health  # noqa: E402
+
 TORCH = "torch==2.13.0"
 CACHE = os.path.join(ROOT, ".cache", "torch-verify-real")
 
@@ -171,3 +175,67 @@ def test_sandbox_host_over_ssh_facts_equal_the_interpreter(sandbox, wheels, tmp_
     data = _verify(inventory, "sbx1", venv, tmp_path)
     _assert_facts_equal_self_report(data, venv)
     assert data["facts"]["python_version"].startswith("3.11.")  # Debian 12's python3, not the controller's
+
+
+# The smoke test's own code (torch_probe.smoke) on a real torch, with the CPU
+# standing in for CUDA devices: the products, the fp32 reference, the finite
+# check and the error are real torch; only device placement and timing are shimmed.
+CPU_AS_CUDA = textwrap.dedent("""\
+    import contextlib, json, sys, time, types
+    sys.path.insert(0, sys.argv[1])
+    import torch
+    import torch_probe
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+        def record(self):
+            self.t = time.perf_counter()
+        def synchronize(self):
+            pass
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1000.0
+
+    poison = sys.argv[2] if len(sys.argv) > 2 else None
+    real_matmul = torch.matmul
+    def matmul(a, b, out=None):
+        result = real_matmul(a, b) if out is None else real_matmul(a, b, out=out)
+        if poison and result.dtype == getattr(torch, poison):
+            result.view(-1)[7] = float("nan")
+        return result
+
+    cuda = types.SimpleNamespace(
+        device_count=lambda: 2, device=lambda index: contextlib.nullcontext(), Event=Event,
+        synchronize=lambda device=None: None, get_device_name=lambda index: "cpu%d" % index,
+        empty_cache=lambda: None)
+    shim = types.SimpleNamespace(
+        cuda=cuda, backends=torch.backends, device=lambda kind, index: torch.device("cpu"),
+        Generator=lambda device: torch.Generator(device="cpu"), randn=torch.randn, matmul=matmul,
+        isfinite=torch.isfinite, bfloat16=torch.bfloat16, float16=torch.float16)
+    print(json.dumps(torch_probe.smoke(shim, 192, 2, ["bfloat16", "float16"])))
+    """)
+
+
+def _smoke_on_cpu(local_venv, *poison):
+    out = _run([os.path.join(local_venv, "bin", "python"), "-c", CPU_AS_CUDA,
+                os.path.dirname(torch_probe.__file__)] + list(poison), timeout=300)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_smoke_math_on_real_torch(local_venv):
+    results = _smoke_on_cpu(local_venv)
+    assert [(r["device"], r["dtype"]) for r in results] == [
+        (0, "bfloat16"), (0, "float16"), (1, "bfloat16"), (1, "float16")]
+    for entry in results:
+        assert entry["nonfinite"] == 0 and entry["tflops"] > 0
+        # bf16 keeps 8 mantissa bits, fp16 11: the error against fp32 says which ran.
+        assert 0 < entry["relative_error"] < (0.01 if entry["dtype"] == "bfloat16" else 0.002)
+    facts = {"torch_importable": True, "smoke": results}
+    assert check_health(facts, True, 0.02) == []
+
+    poisoned = _smoke_on_cpu(local_venv, "float16")
+    assert [r["nonfinite"] for r in poisoned] == [0, 1, 0, 1]
+    failures = check_health({"torch_importable": True, "smoke": poisoned}, True, 0.02)
+    assert failures == [
+        "smoke: expected finite float16 results on device 0 (cpu0), found 1 NaN/Inf values of 36864",
+        "smoke: expected finite float16 results on device 1 (cpu1), found 1 NaN/Inf values of 36864"]
