@@ -91,15 +91,19 @@ def format_cudnn_version(value):
     return '%d.%d.%d' % (value // 1000, value % 1000 // 100, value % 100)
 
 
+def parse_driver_version(text):
+    """Version from /proc/driver/nvidia/version (proprietary and open kernel modules)."""
+    match = re.search(r'Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)', text or '')
+    return match.group(1) if match else None
+
+
 def driver_version():
     """NVIDIA kernel module version from procfs: no process, no GPU context."""
     try:
         with open('/proc/driver/nvidia/version') as handle:
-            text = handle.read()
+            return parse_driver_version(handle.read())
     except (IOError, OSError):
         return None
-    match = re.search(r'Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)', text)
-    return match.group(1) if match else None
 
 
 def loaded_libraries(pattern):

@@ -85,6 +85,16 @@ def test_parse_ldconfig_keeps_loader_order_and_every_major():
     assert torch_probe.parse_ldconfig(None) == []
 
 
+@pytest.mark.parametrize('text, version', [
+    ('NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)  '
+     'Thu Oct  9 2025\nGCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n', '580.159.04'),
+    ('NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n', '535.104.05'),
+    ('', None),
+])
+def test_parse_driver_version(text, version):
+    assert torch_probe.parse_driver_version(text) == version
+
+
 def test_parse_nvcc():
     assert torch_probe.parse_nvcc(NVCC) == '13.0.88'
     assert torch_probe.parse_nvcc('sh: nvcc: not found') is None
