@@ -227,7 +227,7 @@ def host_row(name, entry, previous_row, lock_dir, mode):
     if previous_row and previous_row.get("status") not in ("unreachable", "not_run", None):
         for label, key in TRACKED:
             old, new = previous_row.get(key), row.get(key)
-            if old != new and not (old is None and new is None):
+            if old is not None and old != new:
                 row["changes"].append({"name": label, "old": old, "new": new})
 
     lock = find_lock(lock_dir, name, row["active_venv"] or row["venv"]) if lock_dir else None

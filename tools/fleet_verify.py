@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Fleet re-verification as a program: the entry point for cron, CI and AWX-style automation.
+
+Runs playbooks/verify.yml through ansible-runner's Python API (the engine AWX /
+Automation Controller use), shows progress while hosts finish (done / total),
+prints the summary table, writes the fleet report (reports/ by default) and
+exits non-zero when any host failed, drifted or could not be reached.
+
+    .venv/bin/python tools/fleet_verify.py -i inventories/cluster
+    .venv/bin/python tools/fleet_verify.py -i inventories/sandbox --limit sbx1 --no-smoke
+
+Exit status: 0 every host verified and unchanged; 1 a host failed, drifted,
+was unreachable or was not run; 2 the run itself broke (bad inventory, no
+report written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import gpufleet_report  # noqa: E402  pylint: disable=wrong-import-position
+
+# The task every host passes through last (playbooks/tasks/finish.yml); a host
+# is done when it reaches it or when its connection is lost.
+FINISH_PREFIX = "Finish |"
+START_TASK = "Reach | Start the host's result record"
+
+
+class Progress:
+    """Counts hosts as they finish, from ansible-runner's event stream."""
+
+    def __init__(self, stream, quiet=False):
+        self.stream = stream
+        self.quiet = quiet
+        self.hosts = set()
+        self.done = {}
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+
+    def _print(self, host, how):
+        if not self.quiet:
+            total = len(self.hosts) or "?"
+            self.stream.write("[%6.1fs] %d/%s hosts done  %-20s %s\n"
+                              % (time.monotonic() - self.started, len(self.done), total, host, how))
+            self.stream.flush()
+
+    def __call__(self, event):
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        kind = event.get("event")
+        if not host:
+            return True
+        with self.lock:
+            task = data.get("task") or ""
+            if task == START_TASK and kind == "runner_on_ok":
+                self.hosts.add(host)
+            elif kind == "runner_on_unreachable" and host not in self.done:
+                self.hosts.add(host)
+                self.done[host] = "unreachable"
+                self._print(host, "unreachable")
+            elif task.startswith(FINISH_PREFIX) and kind in ("runner_on_ok", "runner_on_skipped", "runner_on_failed") \
+                    and host not in self.done:
+                self.hosts.add(host)
+                self.done[host] = "ok" if kind != "runner_on_failed" else "not ok"
+                self._print(host, self.done[host])
+        return True
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("-i", "--inventory", action="append", required=True,
+                   help="inventory path (repeatable), e.g. inventories/cluster")
+    p.add_argument("-l", "--limit", help="host pattern to limit the run to")
+    p.add_argument("-e", "--extra-vars", action="append", default=[],
+                   help="extra variables: key=value or a JSON object (repeatable)")
+    p.add_argument("--report-dir", default=os.path.join(ROOT, "reports"),
+                   help="where the fleet report goes (default: %(default)s)")
+    p.add_argument("--no-smoke", action="store_true", help="skip the GPU smoke test (gpufleet_verify_smoke=false)")
+    p.add_argument("--forks", type=int, default=0, help="parallel hosts (default: ansible.cfg)")
+    p.add_argument("--check", action="store_true", help="run under --check (verify.yml is read-only either way)")
+    p.add_argument("--json", action="store_true", help="print the report's JSON summary instead of the table")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    return p.parse_args(argv)
+
+
+def extra_vars(args):
+    out = {}
+    for item in args.extra_vars:
+        item = item.strip()
+        if item.startswith("{"):
+            out.update(json.loads(item))
+        elif "=" in item:
+            k, v = item.split("=", 1)
+            out[k] = v
+        else:
+            raise SystemExit("fleet_verify: -e %r is neither key=value nor a JSON object" % item)
+    out["gpufleet_report_dir"] = os.path.abspath(args.report_dir)
+    if args.no_smoke:
+        out["gpufleet_verify_smoke"] = False
+    return out
+
+
+def run(args, out=sys.stdout, err=sys.stderr):
+    try:
+        import ansible_runner  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        err.write("fleet_verify: ansible-runner is not installed in %s (make bootstrap installs it)\n" % sys.executable)
+        return 2
+    inventories = [os.path.abspath(i) for i in args.inventory]
+    for inv in inventories:
+        if not os.path.exists(inv):
+            err.write("fleet_verify: inventory %s does not exist\n" % inv)
+            return 2
+    report_json = os.path.join(os.path.abspath(args.report_dir), gpufleet_report.REPORT_BASENAME + ".json")
+    before = os.path.getmtime(report_json) if os.path.exists(report_json) else None
+
+    cmdline = []
+    for inv in inventories[1:]:
+        cmdline += ["-i", inv]
+    if args.check:
+        cmdline.append("--check")
+    # ansible-playbook must be the one next to this interpreter (the project venv).
+    bindir = os.path.dirname(sys.executable)
+    envvars = {
+        "ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg"),
+        "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+        "ANSIBLE_FORCE_COLOR": "false",
+    }
+    progress = Progress(err, quiet=args.quiet)
+    private = tempfile.mkdtemp(prefix="gpufleet-runner-")
+    try:
+        kwargs = dict(
+            private_data_dir=private,
+            project_dir=ROOT,
+            playbook=os.path.join(ROOT, "playbooks", "verify.yml"),
+            inventory=inventories[0],
+            extravars=extra_vars(args),
+            envvars=envvars,
+            cmdline=" ".join(cmdline) or None,
+            event_handler=progress,
+            quiet=True,
+            suppress_env_files=True,
+        )
+        if args.limit:
+            kwargs["limit"] = args.limit
+        if args.forks:
+            kwargs["forks"] = args.forks
+        old_path = os.environ.get("PATH", "")
+        os.environ["PATH"] = envvars["PATH"]
+        try:
+            result = ansible_runner.run(**kwargs)
+        finally:
+            os.environ["PATH"] = old_path
+        stdout_tail = ""
+        try:
+            stdout_tail = result.stdout.read()[-4000:]
+            stats = result.stats or {}
+        except Exception:  # pylint: disable=broad-except  # no events: the run never started
+            stats = {}
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+    report = None
+    if os.path.exists(report_json) and os.path.getmtime(report_json) != before:
+        with open(report_json, encoding="utf-8") as fh:
+            report = json.load(fh)
+    if report is None:
+        err.write("fleet_verify: the run wrote no report (ansible-runner status %s, rc %s); last output:\n%s\n"
+                  % (result.status, result.rc, stdout_tail))
+        return 2
+
+    if args.json:
+        out.write(json.dumps({"healthy": report["healthy"], "counts": report["counts"],
+                              "hosts": {r["host"]: {"status": r["status"], "drift": r["drift"]} for r in report["hosts"]},
+                              "runner": {"status": result.status, "rc": result.rc}}, sort_keys=True) + "\n")
+    else:
+        out.write(gpufleet_report.summary_table(report) + "\n")
+        for kind in ("md", "html", "json"):
+            out.write("report: %s\n" % os.path.join(os.path.abspath(args.report_dir), "%s.%s" % (gpufleet_report.REPORT_BASENAME, kind)))
+    # Hosts the report could not see (e.g. a runner-level failure) still count.
+    unreachable = sorted((stats.get("dark") or {}).keys())
+    healthy = report["healthy"] and not unreachable
+    if healthy and result.rc not in (0, None):
+        err.write("fleet_verify: ansible-playbook ended with rc %s although every host passed; last output:\n%s\n"
+                  % (result.rc, stdout_tail))
+        return 2
+    return 0 if healthy else 1
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
