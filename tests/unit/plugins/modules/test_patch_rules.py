@@ -4,8 +4,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
+import shutil
 
 import pytest
+import yaml
 
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.inference.plugins.modules import patch_rules
@@ -150,3 +153,45 @@ def test_file_mode_is_kept(tree, capsys):
     (tree / "CMakeLists.txt").chmod(0o640)
     assert run_module(dict(path=str(tree), ref=REF, rules=[POLICY])) == 0
     assert (tree / "CMakeLists.txt").stat().st_mode & 0o777 == 0o640
+
+
+# The role's own rules against the project's sgl-kernel-shaped fixture.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+ROLE = os.path.join(ROOT, "roles", "sgl_kernel")
+FIXTURE_CMAKE = os.path.join(ROOT, "tests", "fixtures", "sgl_kernel_fixture", "CMakeLists.txt")
+
+
+def role_rules(fa3_enabled):
+    with open(os.path.join(ROLE, "defaults", "main.yml")) as f:
+        rules = yaml.safe_load(f)["sgl_kernel_patch_rules"]
+    for rule in rules:
+        if "enabled" in rule:  # a template in the role: decided per build
+            rule["enabled"] = fa3_enabled
+    return rules
+
+
+@pytest.mark.parametrize("fa3_off", [True, False])
+def test_role_rules_apply_to_the_fixture_once(tmp_path, fa3_off):
+    shutil.copy(FIXTURE_CMAKE, str(tmp_path / "CMakeLists.txt"))
+    rules = role_rules(fa3_off)
+    res, changed = patch_rules.run(str(tmp_path), REF, rules)
+    # cuda-std-cxx20 is for the upstream ref only
+    assert "cuda-std-cxx20" in res["skipped"]
+    expected = ["cmake-policy-cmp0169-guard", "cuda13-cccl-include", "cxx-standard-20"]
+    if fa3_off:
+        expected.insert(2, "fa3-off-without-sm90a")
+    assert res["applied"] == expected
+    (tmp_path / "CMakeLists.txt").write_text(changed["CMakeLists.txt"][1])
+    res, changed = patch_rules.run(str(tmp_path), REF, rules)
+    assert res["present"] == expected and not changed
+
+
+def test_role_defaults_and_argument_specs_agree():
+    with open(os.path.join(ROLE, "defaults", "main.yml")) as f:
+        defaults = yaml.safe_load(f)
+    with open(os.path.join(ROLE, "meta", "argument_specs.yml")) as f:
+        options = yaml.safe_load(f)["argument_specs"]["main"]["options"]
+    assert sorted(defaults) == sorted(options)
+    for name, spec in options.items():
+        if "default" in spec:
+            assert spec["default"] == defaults[name], name
