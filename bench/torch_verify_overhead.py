@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What torch_verify costs on a host beyond a bare ``import torch`` probe.
 
 A (torch_verify): the module as the host runs it, the AnsiballZ payload that
@@ -69,7 +69,7 @@ def summary(values):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--python', required=True, help='interpreter under test (with torch)')
     parser.add_argument('--runs', type=int, default=9)
     parser.add_argument('--warmup', type=int, default=1)
