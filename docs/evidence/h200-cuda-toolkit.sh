@@ -15,8 +15,15 @@ cd "$(dirname "$0")/../.."
 mkdir -p "$OUT"
 exec > >(tee "$OUT/h200-cuda-toolkit.log") 2>&1
 
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+PY=$(command -v python3)
+# pip may be missing from the interpreter (uv venvs have none): a wheel is a
+# zip, so unpacking it is the fallback.
+if ! "$PY" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl; then
+  for w in .whl/*.whl; do "$PY" -m zipfile -e "$w" /tmp/site; done
+fi
+export PYTHONPATH=/tmp/site
+"$PY" -c 'import ansible, jinja2, yaml, cryptography, packaging, resolvelib; print("ansible-core", ansible.__version__ if hasattr(ansible, "__version__") else "")' \
+  || echo "MISSING a dependency of ansible-core above: add its wheel to .whl"
 export ANSIBLE_CONFIG=$PWD/ansible.cfg ANSIBLE_LOCAL_TEMP=/tmp/ansible-local
 export ANSIBLE_STDOUT_CALLBACK=ansible.builtin.default ANSIBLE_CALLBACK_RESULT_FORMAT=yaml
 PLAY=/tmp/cuda-toolkit-h200.yml
@@ -52,13 +59,13 @@ echo "== host"; uname -a; . /etc/os-release; echo "$PRETTY_NAME"
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 /usr/local/cuda-13.0/bin/nvcc --version | tail -n 2
 ls -l /etc/ld.so.conf.d/; grep -H . /etc/ld.so.conf.d/*cuda* 2>/dev/null
-ansible-playbook --version | head -n 1
+"$PY" -m ansible.cli.playbook --version | sed -n 1p
 
 snapshot before.sha256
 run() {  # name, then ansible-playbook arguments
   local name=$1; shift
   echo "== $name"
-  ansible-playbook -i localhost, -e ansible_python_interpreter="$(command -v python3)" "$PLAY" "$@" \
+  "$PY" -m ansible.cli.playbook -i localhost, -e ansible_python_interpreter="$PY" "$PLAY" "$@" \
     | tee "$OUT/$name.out"
   echo "rc=${PIPESTATUS[0]}" | tee -a "$OUT/$name.out"
 }
