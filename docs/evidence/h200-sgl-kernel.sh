@@ -101,7 +101,7 @@ echo "re-run rc=$?"
 grep -E "^h200 " "$OUT/deploy-2.log"
 wc -l < /tmp/gpufleet-sgl-kernel-work/builds.log
 
-echo "== optional: a wheel built elsewhere against another torch ($SGL_KERNEL_FOREIGN_WHEEL)"
+echo "== optional: a wheel built elsewhere against another torch (${SGL_KERNEL_FOREIGN_WHEEL:-none})"
 if [ -n "${SGL_KERNEL_FOREIGN_WHEEL:-}" ] && [ -f "${SGL_KERNEL_FOREIGN_WHEEL}" ]; then
     rm -rf /tmp/abi-venv && "$PY" -m venv --system-site-packages /tmp/abi-venv
     /tmp/abi-venv/bin/python -m pip install -q --no-index --no-deps --force-reinstall "$SGL_KERNEL_FOREIGN_WHEEL"
