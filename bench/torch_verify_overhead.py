@@ -58,9 +58,16 @@ def build_payload(python, workdir):
     return payload
 
 
+# Neither side needs PYTHONPATH (the payload carries its module_utils; the probe runs
+# with -I): without it, an ansible-core installed by PYTHONPATH cannot slow the bare
+# import torch with extra sys.path entries and flatter the ratio.
+CLEAN_ENV = dict((key, value) for key, value in os.environ.items() if key not in ('PYTHONPATH', 'PYTHONHOME'))
+
+
 def timed(argv):
     started = time.perf_counter()
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          env=CLEAN_ENV, check=False)
     return time.perf_counter() - started, proc.returncode, proc.stdout
 
 
