@@ -33,7 +33,7 @@ ls "$WHEELS"/scikit_build_core* >/dev/null 2>&1 || python -m pip download -q --o
 SGL_KERNEL_TEST_WHEELS="$WHEELS" ansible-playbook -i "$INV" roles/sgl_kernel/tests/prepare_venv.yml --limit sbx1,sbx2,sbx3 >/dev/null
 
 cat > "$WORK/vars.json" <<JSON
-{"sgl_kernel_repo": "$PWD/$WORK/repo", "sgl_kernel_ref": "$COMMIT",
+{"sgl_kernel_source": "git", "sgl_kernel_subdir": "sgl-kernel", "sgl_kernel_repo": "$PWD/$WORK/repo", "sgl_kernel_ref": "$COMMIT",
  "sgl_kernel_venv": "~/sgl-kernel-test-env", "sgl_kernel_cuda": false,
  "sgl_kernel_artifact_dir": "$PWD/$WORK/artifacts",
  "sgl_kernel_pip_args": ["--no-index", "--find-links", "~/.cache/gpufleet/sgl-kernel-test-wheels"],

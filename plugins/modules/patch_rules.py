@@ -72,7 +72,7 @@ options:
         elements: str
         default: ['*']
       enabled:
-        description: A disabled rule is skipped (and reported as such).
+        description: A disabled rule is left out (and reported in RV(not_applicable)).
         type: bool
         default: true
 attributes:
@@ -113,8 +113,8 @@ present:
   type: list
   elements: str
   returned: always
-skipped:
-  description: Names of the rules skipped (disabled, or not for this ref).
+not_applicable:
+  description: Names of the rules left out (disabled, or not for this ref).
   type: list
   elements: str
   returned: always
@@ -196,10 +196,10 @@ def run(root, ref, rules):
     dup = sorted(set(n for n in names if names.count(n) > 1))
     if dup:
         raise RuleError("patch rules: duplicate names %s" % dup)
-    files, result = {}, {"applied": [], "present": [], "skipped": [], "reasons": {}}
+    files, result = {}, {"applied": [], "present": [], "not_applicable": [], "reasons": {}}
     for rule in rules:
         if not rule.get("enabled", True) or not ref_matches(rule, ref):
-            result["skipped"].append(rule["name"])
+            result["not_applicable"].append(rule["name"])
             continue
         rel = rule["file"]
         if os.path.isabs(rel) or ".." in rel.split("/"):
