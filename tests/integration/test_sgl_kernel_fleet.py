@@ -1,0 +1,104 @@
+"""sgl_kernel on 3 sandbox hosts over SSH: fetch -> patch -> build -> cache ->
+install -> import for real, with the fixture in a local git repository.
+
+The hosts get torch 2.13.0 CPU (a CUDA torch in every container is too heavy),
+so the fixture builds its CPU part (sgl_kernel_cuda false); the CUDA compile is
+proven on the controller by test_sgl_kernel_build.py."""
+import os
+import shutil
+
+import pytest
+
+from conftest import ROOT
+from sgl_kernel_helpers import CACHE, DEPLOY, PREPARE, build_lines, collect, fixture_repo, host_wheels, run_playbook
+
+HOSTS = ["sbx1", "sbx2", "sbx3"]
+ARTIFACTS = os.path.join(CACHE, "fleet-artifacts")
+
+
+@pytest.fixture(scope="module")
+def fleet(sandbox, tmp_path_factory):
+    inventory = sandbox(3)
+    wheels = host_wheels()
+    r = run_playbook(PREPARE, inventory, limit=",".join(HOSTS),
+                     env={"SGL_KERNEL_TEST_WHEELS": wheels})
+    assert r.rc == 0, r.out[-4000:]
+    # a clean slate: no artifact cache, no work folder, no marker, no installed wheel
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    r = run_playbook(os.path.join(ROOT, "roles", "sgl_kernel", "tests", "reset.yml"), inventory,
+                     limit=",".join(HOSTS))
+    assert r.rc == 0, r.out[-4000:]
+    repo, commit = fixture_repo(tmp_path_factory.mktemp("src"))
+    extra = {  # the sandbox inventory's profile builds the fixture from a folder: here from git
+        "sgl_kernel_source": "git",
+        "sgl_kernel_subdir": "sgl-kernel",
+        "sgl_kernel_repo": repo,
+        "sgl_kernel_ref": commit,
+        "sgl_kernel_venv": "~/sgl-kernel-test-env",
+        "sgl_kernel_cuda": False,
+        "sgl_kernel_artifact_dir": ARTIFACTS,
+        "sgl_kernel_pip_args": ["--no-index", "--find-links", "~/.cache/gpufleet/sgl-kernel-test-wheels"],
+        "sgl_kernel_poll_interval": 3,
+    }
+    return {"inventory": inventory, "extra": extra, "repo": repo, "out": str(tmp_path_factory.mktemp("state"))}
+
+
+def deploy(fleet, **kw):
+    extra = dict(fleet["extra"], **kw.pop("extra", {}))
+    return run_playbook(DEPLOY, fleet["inventory"], extra_vars=extra, limit=",".join(HOSTS), **kw)
+
+
+def test_one_build_for_three_hosts_and_all_import(fleet):
+    r = deploy(fleet)
+    assert r.rc == 0, r.out[-6000:]
+    assert all(r.stats[h]["failed"] == 0 for h in HOSTS), r.stats
+    state = collect(fleet["inventory"], fleet["out"], limit=",".join(HOSTS))
+    lines = build_lines(state)
+    # exactly one build happened, on the first host (no builder group)
+    assert lines["sbx1"] and len(lines["sbx1"]) == 1, lines
+    assert lines["sbx2"] == [] and lines["sbx3"] == [], lines
+    key = lines["sbx1"][0].split()[0]
+    for h in HOSTS:
+        assert state[h]["marker"]["abi_key"] == key, state[h]
+        assert state[h]["marker"]["built_by"] == "sbx1"
+        assert state[h]["marker"]["torch_version"] == "2.13.0+cpu"
+        assert state[h]["run"].get("ok") is True, state[h]["run"]
+    # the controller cache has the wheel, the log and the record of that key
+    names = sorted(os.listdir(os.path.join(ARTIFACTS, key)))
+    assert "build.json" in names and "build.log" in names and any(n.endswith(".whl") for n in names), names
+
+
+def test_rerun_changes_nothing(fleet):
+    r = deploy(fleet)
+    assert r.rc == 0, r.out[-6000:]
+    assert {h: r.stats[h]["changed"] for h in HOSTS} == {h: 0 for h in HOSTS}, r.out[-6000:]
+    lines = build_lines(collect(fleet["inventory"], fleet["out"], limit=",".join(HOSTS)))
+    assert sum(len(v) for v in lines.values()) == 1, lines
+
+
+def test_check_mode_after_deploy_reports_nothing_to_do(fleet):
+    r = deploy(fleet, check=True)
+    assert r.rc == 0, r.out[-6000:]
+    assert {h: r.stats[h]["changed"] for h in HOSTS} == {h: 0 for h in HOSTS}, r.out[-6000:]
+
+
+def test_patch_rule_change_rebuilds_exactly_once(fleet):
+    rule = {"name": "test-extra-comment", "file": "CMakeLists.txt", "reason": "test: a new rule is a new key",
+            "pattern": "project(sgl-kernel-fixture LANGUAGES CXX)",
+            "insert_after": "# gpufleet test rule"}
+    extra = {"sgl_kernel_patch_rules_extra": [rule]}
+    # check mode shows the patch as a diff and changes no host
+    r = deploy(fleet, extra={**extra}, check=True, args=("--diff",))
+    assert r.rc == 0, r.out[-6000:]
+    assert "+# gpufleet test rule" in r.out
+    lines = build_lines(collect(fleet["inventory"], fleet["out"], limit=",".join(HOSTS)))
+    assert sum(len(v) for v in lines.values()) == 1, lines
+    r = deploy(fleet, extra=extra)
+    assert r.rc == 0, r.out[-6000:]
+    state = collect(fleet["inventory"], fleet["out"], limit=",".join(HOSTS))
+    lines = build_lines(state)
+    assert len(lines["sbx1"]) == 2 and lines["sbx2"] == [] and lines["sbx3"] == [], lines
+    new_key = lines["sbx1"][1].split()[0]
+    assert new_key != lines["sbx1"][0].split()[0]
+    assert {state[h]["marker"]["abi_key"] for h in HOSTS} == {new_key}
+    assert all(state[h]["run"].get("ok") is True for h in HOSTS), state
