@@ -24,7 +24,9 @@ git -C "$WORK/repo" add -A
 git -C "$WORK/repo" -c user.email=bench@gpufleet.invalid -c user.name=bench commit -q -m fixture
 COMMIT=$(git -C "$WORK/repo" rev-parse HEAD)
 
-# Hosts: torch 2.13.0 CPU venv and the build requirements (once, not timed).
+# Hosts: the sandbox (reused when up), a torch 2.13.0 CPU venv and the build
+# requirements (once, not timed).
+python scripts/sandbox.py up --hosts 3 >/dev/null
 WHEELS=.cache/sgl-kernel-tests/wheels
 mkdir -p "$WHEELS"
 ls "$WHEELS"/torch-2.13.0* >/dev/null 2>&1 || python -m pip download -q --only-binary=:all: -d "$WHEELS" torch==2.13.0

@@ -7,45 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-DOCUMENTATION = r"""
-name: abi_key
-short_description: ABI key of a torch extension build
-version_added: 0.1.0
-description:
-  - Hashes everything that makes a compiled torch extension valid only for one
-    environment, that is the source ref, the patch rules applied to it, the torch
-    version, the CUDA version, the CUDA arch list and the Python tag.
-  - The arch list is order-insensitive (C(9.0a;8.9) and C(8.9,9.0a) give one key);
-    every other field is taken exactly as given.
-  - Two builds with the same key are interchangeable; any other key needs its
-    own build.
-options:
-  _input:
-    description: Dict with the keys C(source_ref), C(patch_rules), C(torch_version),
-      C(cuda_version), C(arch_list) and C(python_tag), and optionally C(build_options)
-      (build switches that change the binary; empty or absent hash alike). Other keys are refused.
-    type: dict
-    required: true
-  length:
-    description: Number of hex digits of the sha256 to keep.
-    type: int
-    default: 16
-"""
-
-EXAMPLES = r"""
-- name: Key of this host's build
-  ansible.builtin.set_fact:
-    sgl_kernel_abi_key: >-
-      {{ {'source_ref': commit, 'patch_rules': rules, 'torch_version': '2.13.0+cpu',
-          'cuda_version': 'none', 'arch_list': [], 'python_tag': 'cp311'}
-         | gpufleet.inference.abi_key }}
-"""
-
-RETURN = r"""
-_value:
-  description: Lower-case hex digest (sha256, truncated to O(length) digits).
-  type: str
-"""
+# Documentation: abi_key.yml, abi_canonical.yml, abi_builder.yml beside this file.
 
 import hashlib
 import json
