@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Fleet re-verification as a program: the entry point for cron, CI and AWX-style automation.
 
 Runs playbooks/verify.yml through ansible-runner's Python API (the engine AWX /

@@ -227,7 +227,7 @@ def host_row(name, entry, previous_row, lock_dir, mode):
     if previous_row and previous_row.get("status") not in ("unreachable", "not_run", None):
         for label, key in TRACKED:
             old, new = previous_row.get(key), row.get(key)
-            if old is not None and old != new:
+            if old not in (None, "") and old != new:
                 row["changes"].append({"name": label, "old": old, "new": new})
 
     lock = find_lock(lock_dir, name, row["active_venv"] or row["venv"]) if lock_dir else None
@@ -374,12 +374,12 @@ def summary_table(report, width=None):
         lines.append((r["host"], r["status"].upper(), r.get("gpu_summary") or "-", r.get("driver_version") or "-",
                       r.get("cuda_version") or "-", r.get("torch_version") or "-", r.get("flashinfer_version") or "-",
                       (r.get("sgl_kernel_abi_key") or "-")[:12], "; ".join(r["drift"]) or "-"))
-    widths = [max(len(str(c)), *(len(str(l[i])) for l in lines)) if lines else len(c) for i, c in enumerate(cols)]
+    widths = [max(len(str(c)), *(len(str(cells[i])) for cells in lines)) if lines else len(c) for i, c in enumerate(cols)]
     widths[-1] = min(widths[-1], width or 80)
     fmt = "  ".join("%%-%ds" % w for w in widths)
     out = [fmt % cols, fmt % tuple("-" * w for w in widths)]
-    for l in lines:
-        out.append(fmt % (l[:-1] + (_one_line(l[-1], widths[-1]),)))
+    for cells in lines:
+        out.append(fmt % (cells[:-1] + (_one_line(cells[-1], widths[-1]),)))
     counts = ", ".join("%d %s" % (n, s) for s, n in sorted(report["counts"].items(), key=lambda kv: STATUS_ORDER.get(kv[0], 0)))
     out.append("%d hosts: %s" % (report["total"], counts or "none"))
     return "\n".join(out)

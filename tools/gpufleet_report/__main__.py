@@ -21,7 +21,11 @@ def main(argv=None):
     p.add_argument("--input", help="run JSON (default: stdin)")
     p.add_argument("--table", action="store_true", help="also print the summary table on stderr")
     args = p.parse_args(argv)
-    raw = open(args.input, encoding="utf-8").read() if args.input else sys.stdin.read()
+    if args.input:
+        with open(args.input, encoding="utf-8") as fh:
+            raw = fh.read()
+    else:
+        raw = sys.stdin.read()
     try:
         run = json.loads(raw)
     except ValueError as exc:

@@ -123,12 +123,15 @@ def test_renderings_escape_and_contain_every_host(tmp_path):
     bad = dict(ok_entry(), status="failed", stage="verify", message="<script>x</script> | pipe")
     report = rep.build_report(run("verify", a=ok_entry(), b=bad), now=NOW)
     paths = rep.write_report(report, str(tmp_path))
-    html = open(paths["html"]).read()
-    md = open(paths["md"]).read()
+    with open(paths["html"], encoding="utf-8") as fh:
+        html = fh.read()
+    with open(paths["md"], encoding="utf-8") as fh:
+        md = fh.read()
     assert "<script>x" not in html and "&lt;script&gt;" in html
     assert 'id="host-a"' in html and 'id="host-b"' in html
     assert "| b | **failed** |" in md and "\\| pipe" in md
-    assert json.load(open(paths["json"]))["hosts"][0]["host"] == "b"
+    with open(paths["json"], encoding="utf-8") as fh:
+        assert json.load(fh)["hosts"][0]["host"] == "b"
     assert len(os.listdir(tmp_path / "history")) == 1
 
 

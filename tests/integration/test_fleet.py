@@ -1,0 +1,224 @@
+"""deploy.yml / verify.yml / rollback.yml and tools/fleet_verify.py on 3 sandbox
+hosts over SSH, with the sandbox's CPU-only profile (inventories/sandbox/group_vars):
+torch 2.13.0 CPU and the fixture flashinfer wheels from the wheelhouse, the
+fixture extension as sgl_kernel.
+
+The tests run in order on one fleet: deploy from nothing, a no-op re-deploy,
+drift on one host, a failed verification that must leave the previous venv
+active, rollback, and a host stopped in the middle of a run."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, base_env, parse_recap, venv_bin
+
+HOSTS = ["sbx1", "sbx2", "sbx3"]
+DEPLOY = os.path.join(ROOT, "playbooks", "deploy.yml")
+VERIFY = os.path.join(ROOT, "playbooks", "verify.yml")
+ROLLBACK = os.path.join(ROOT, "playbooks", "rollback.yml")
+FLEET_VERIFY = os.path.join(ROOT, "tools", "fleet_verify.py")
+SITE = "~/ml-env/lib/python3.11/site-packages"
+
+
+def ansible(inventory, host_pattern, module, args, become=False):
+    argv = [venv_bin("ansible"), "-i", str(inventory), host_pattern, "-m", module, "-a", args, "-o"]
+    if become:
+        argv.append("-b")
+    proc = subprocess.run(argv, cwd=ROOT, env=base_env(), capture_output=True, text=True, timeout=300, check=False)
+    return proc
+
+
+def shell(inventory, host_pattern, script):
+    proc = ansible(inventory, host_pattern, "ansible.builtin.shell", script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = {}
+    for line in proc.stdout.splitlines():
+        # -o: "host | CHANGED | rc=0 | (stdout) ..."
+        host, _, rest = line.partition(" | ")
+        out[host.strip()] = rest.split("(stdout)", 1)[-1].strip() if "(stdout)" in rest else ""
+    return out
+
+
+def readlinks(inventory):
+    return shell(inventory, ",".join(HOSTS), "readlink ~/ml-env || echo NONE")
+
+
+def report(fleet):
+    with open(os.path.join(fleet["reports"], "fleet-report.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def rows(fleet):
+    return {r["host"]: r for r in report(fleet)["hosts"]}
+
+
+def play(fleet, playbook, extra=None, limit=None, inventory=None):
+    argv = [venv_bin("ansible-playbook"), "-i", str(inventory or fleet["inventory"]), playbook,
+            "-e", json.dumps(dict({"gpufleet_report_dir": fleet["reports"]}, **(extra or {})))]
+    if limit:
+        argv += ["--limit", limit]
+    proc = subprocess.run(argv, cwd=ROOT, env=base_env(), capture_output=True, text=True, timeout=1800, check=False)
+    out = proc.stdout + proc.stderr
+    return proc.returncode, out, parse_recap(out)
+
+
+@pytest.fixture(scope="module")
+def fleet(sandbox, tmp_path_factory):
+    inventory = sandbox(3)
+    # From nothing: no venv, no stable path, no history on any host.
+    shell(inventory, ",".join(HOSTS), "rm -rf ~/ml-env ~/ml-env-* ~/.ml-env.history")
+    reports = str(tmp_path_factory.mktemp("reports"))
+    # A copy of the sandbox inventory with one host-specific expectation, for
+    # the failed-verification test (same hosts, same group_vars).
+    alt = tmp_path_factory.mktemp("inventory")
+    shutil.copy(os.path.join(inventory, "hosts.yml"), alt / "hosts.yml")
+    shutil.copytree(os.path.join(inventory, "group_vars"), alt / "group_vars")
+    return {"inventory": inventory, "reports": reports, "alt": str(alt), "state": {}}
+
+
+def test_deploy_from_nothing(fleet):
+    rc, out, stats = play(fleet, DEPLOY)
+    assert rc == 0, out[-6000:]
+    assert set(stats) >= set(HOSTS)
+    assert all(stats[h]["failed"] == 0 and stats[h]["unreachable"] == 0 for h in HOSTS), stats
+    r = rows(fleet)
+    assert sorted(r) == HOSTS
+    links = readlinks(fleet["inventory"])
+    for h in HOSTS:
+        assert r[h]["status"] == "ok", r[h]
+        assert r[h]["torch_version"] == "2.13.0+cpu"
+        assert r[h]["flashinfer_version"] == "0.6.0.dev20260307"
+        assert r[h]["activated"] is True
+        # the stable path really points at the verified, fingerprinted venv
+        assert links[h] == r[h]["venv"] == r[h]["active_venv"], (links, r[h])
+        assert "/ml-env-" in links[h]
+    # every host imports the stack through the stable path
+    imports = shell(fleet["inventory"], ",".join(HOSTS),
+                    "~/ml-env/bin/python -c 'import torch, flashinfer, sgl_kernel; print(torch.__version__)'")
+    assert all(imports[h] == "2.13.0+cpu" for h in HOSTS), imports
+    for ext in ("md", "html", "json"):
+        assert os.path.exists(os.path.join(fleet["reports"], "fleet-report." + ext))
+    fleet["state"]["first_venv"] = {h: links[h] for h in HOSTS}
+
+
+def test_second_deploy_changes_nothing(fleet):
+    rc, out, stats = play(fleet, DEPLOY)
+    assert rc == 0, out[-6000:]
+    assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
+    assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
+
+
+def test_drift_on_one_host_is_flagged_and_exits_non_zero(fleet):
+    inv = fleet["inventory"]
+    # By hand on sbx2 only: torch's own version and its distribution metadata.
+    shell(inv, "sbx2", "sed -i \"s/^__version__ = .*/__version__ = '2.13.1+cpu'/\" %s/torch/version.py && "
+                       "sed -i 's/^Version: 2.13.0+cpu$/Version: 2.13.1+cpu/' %s/torch-2.13.0+cpu.dist-info/METADATA"
+          % (SITE, SITE))
+    try:
+        proc = subprocess.run([sys.executable, FLEET_VERIFY, "-i", str(inv), "--report-dir", fleet["reports"]],
+                              cwd=ROOT, env=base_env(), capture_output=True, text=True, timeout=900, check=False)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        # progress while hosts finish, then the table
+        assert "3/3 hosts done" in proc.stderr, proc.stderr
+        assert "sbx2" in proc.stdout and "report:" in proc.stdout
+        r = rows(fleet)
+        assert report(fleet)["mode"] == "verify"
+        assert r["sbx2"]["status"] == "failed", r["sbx2"]
+        assert {"name": "torch_version", "expected": "2.13.0+cpu", "found": "2.13.1+cpu"} in r["sbx2"]["expectation_failures"]
+        assert {"name": "torch", "old": "2.13.0+cpu", "new": "2.13.1+cpu"} in r["sbx2"]["lock_diff"], r["sbx2"]["lock_diff"]
+        assert report(fleet)["hosts"][0]["host"] == "sbx2"  # failing hosts first
+        assert r["sbx1"]["status"] == "ok" and r["sbx3"]["status"] == "ok", (r["sbx1"]["drift"], r["sbx3"]["drift"])
+    finally:
+        shell(inv, "sbx2", "sed -i \"s/^__version__ = .*/__version__ = '2.13.0+cpu'/\" %s/torch/version.py && "
+                           "sed -i 's/^Version: 2.13.1+cpu$/Version: 2.13.0+cpu/' %s/torch-2.13.0+cpu.dist-info/METADATA"
+              % (SITE, SITE))
+    rc, out, _stats = play(fleet, VERIFY)
+    assert rc == 0, out[-4000:]
+
+
+def test_failed_verification_keeps_the_previous_venv(fleet):
+    alt = fleet["alt"]
+    os.makedirs(os.path.join(alt, "host_vars"), exist_ok=True)
+    with open(os.path.join(alt, "host_vars", "sbx2.yml"), "w", encoding="utf-8") as fh:
+        fh.write("gpufleet_expect:\n  torch_version: '2.13.0+cpu'\n  device_count: 1\n")
+    # Another flashinfer pin: a new fingerprinted venv on every host.
+    extra = {"flashinfer_version": "0.6.0.dev20260310"}
+    before = shell(fleet["inventory"], "sbx2", "readlink ~/ml-env && ls ~/ml-env/lib/python3.11/site-packages | wc -l")
+    rc, out, stats = play(fleet, DEPLOY, extra=extra, inventory=alt)
+    assert rc != 0, out[-4000:]
+    assert stats["sbx2"]["failed"] == 1 and stats["sbx1"]["failed"] == 0 and stats["sbx3"]["failed"] == 0, stats
+    links = readlinks(fleet["inventory"])
+    old = fleet["state"]["first_venv"]
+    assert links["sbx2"] == old["sbx2"], links
+    assert links["sbx1"] != old["sbx1"] and links["sbx3"] != old["sbx3"], links
+    # the previous venv on sbx2 is intact: same contents, still imports the stack
+    assert shell(fleet["inventory"], "sbx2", "readlink ~/ml-env && ls ~/ml-env/lib/python3.11/site-packages | wc -l") == before
+    ok = shell(fleet["inventory"], "sbx2", "~/ml-env/bin/python -c 'import torch, flashinfer, sgl_kernel; print(flashinfer.__version__)'")
+    assert ok["sbx2"] == "0.6.0.dev20260307", ok
+    r = rows(fleet)
+    assert r["sbx2"]["status"] == "failed" and r["sbx2"]["stage"] == "verify"
+    assert {"name": "device_count", "expected": "1", "found": "0"} in r["sbx2"]["expectation_failures"], r["sbx2"]
+    assert r["sbx2"]["active_venv"] == old["sbx2"] and r["sbx2"]["venv"] != old["sbx2"]
+    assert r["sbx1"]["flashinfer_version"] == "0.6.0.dev20260310" and r["sbx1"]["status"] == "ok"
+    fleet["state"]["second_venv"] = links
+
+
+def test_rollback_returns_the_previous_venv_and_verifies_it(fleet):
+    old = fleet["state"]["first_venv"]
+    rc, out, stats = play(fleet, ROLLBACK, limit="sbx1,sbx3")
+    assert rc == 0, out[-4000:]
+    links = readlinks(fleet["inventory"])
+    assert links["sbx1"] == old["sbx1"] and links["sbx3"] == old["sbx3"], links
+    r = rows(fleet)
+    assert report(fleet)["mode"] == "rollback"
+    assert r["sbx1"]["status"] == "ok" and r["sbx1"]["flashinfer_version"] == "0.6.0.dev20260307"
+    assert stats["sbx1"]["changed"] > 0
+    # sbx2 never left its first venv: nothing to roll back to, nothing changed
+    rc, out, stats = play(fleet, ROLLBACK, limit="sbx2")
+    assert rc != 0
+    assert "no previous venv to roll back to on sbx2" in out
+    assert readlinks(fleet["inventory"])["sbx2"] == old["sbx2"]
+
+
+def test_unreachable_host_mid_run_then_converges(fleet, sandbox_ctl):
+    argv = [venv_bin("ansible-playbook"), "-i", str(fleet["inventory"]), DEPLOY,
+            "-e", json.dumps({"gpufleet_report_dir": fleet["reports"]})]
+    log = os.path.join(fleet["reports"], "unreachable-run.log")
+    with open(log, "w", encoding="utf-8") as fh:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=base_env(), stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.time() + 300
+            # Stop sbx3 once the chain is under way (after preflight reached every host).
+            while time.time() < deadline and proc.poll() is None:
+                with open(log, encoding="utf-8") as rd:
+                    if "TASK [Stage venv]" in rd.read():
+                        break
+                time.sleep(0.5)
+            assert proc.poll() is None, "deploy ended before the host could be stopped"
+            sandbox_ctl("stop", "sbx3")
+            proc.wait(timeout=1200)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    with open(log, encoding="utf-8") as rd:
+        out = rd.read()
+    stats = parse_recap(out)
+    try:
+        assert stats["sbx1"]["failed"] == 0 and stats["sbx2"]["failed"] == 0, out[-4000:]
+        assert stats["sbx3"]["unreachable"] == 1, stats
+        r = rows(fleet)
+        assert r["sbx3"]["status"] == "unreachable", r["sbx3"]
+        assert r["sbx1"]["status"] == "ok" and r["sbx2"]["status"] == "ok"
+        assert report(fleet)["hosts"][0]["host"] == "sbx3"
+    finally:
+        sandbox_ctl("start", "sbx3")
+    rc, out, stats = play(fleet, DEPLOY)
+    assert rc == 0, out[-4000:]
+    assert rows(fleet)["sbx3"]["status"] == "ok"
+    links = readlinks(fleet["inventory"])
+    assert len(set(links.values()) - {"NONE"}) >= 1 and all(links[h] != "NONE" for h in HOSTS)
