@@ -6,7 +6,7 @@
 # scenario count as one test each.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
+cd "$root" || exit 2
 logs="$root/.cache/test-logs"
 rm -rf "$logs"; mkdir -p "$logs"
 passed=0; failed=0; failures=()

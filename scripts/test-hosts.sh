@@ -19,7 +19,8 @@ SUDO=$(need_root)
 install_packages() {
   local missing=()
   for cmd_pkg in podman:podman runc:runc fuse-overlayfs:fuse-overlayfs slirp4netns:slirp4netns \
-                 newuidmap:uidmap debootstrap:debootstrap zstd:zstd ssh-keygen:openssh-client; do
+                 newuidmap:uidmap debootstrap:debootstrap zstd:zstd ssh-keygen:openssh-client \
+                 shellcheck:shellcheck; do
     command -v "${cmd_pkg%%:*}" >/dev/null 2>&1 || missing+=("${cmd_pkg#*:}")
   done
   if [ "${#missing[@]}" -gt 0 ]; then

@@ -11,7 +11,7 @@
 # $OUT (output folder). Run:  bash docs/evidence/h200-cuda-toolkit.sh
 set -uo pipefail
 : "${OUT:?set OUT to the output folder}"
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 mkdir -p "$OUT"
 exec > >(tee "$OUT/h200-cuda-toolkit.log") 2>&1
 

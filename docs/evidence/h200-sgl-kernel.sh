@@ -59,7 +59,10 @@ grep -E "ABI key|imports under|^h200 |sgl_kernel_build_jobs" "$OUT/deploy-1.log"
 tail -25 "$OUT/deploy-1.log"
 
 echo "== artifacts"
-KEYDIR=$(ls -d "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/*/ 2>/dev/null | grep -v _sources | head -1)
+KEYDIR=""
+for d in "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/*/; do
+    case "$d" in *_sources*) ;; *) [ -d "$d" ] && { KEYDIR=$d; break; } ;; esac
+done
 ls -la "$KEYDIR"
 cp "$KEYDIR"/build.json "$OUT/build.json" 2>/dev/null
 cp "$KEYDIR"/build.log "$OUT/build.log" 2>/dev/null
