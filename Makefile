@@ -42,9 +42,13 @@ test-hosts:
 
 wheelhouse: $(WHEELHOUSE)/.stamp
 
-$(WHEELHOUSE)/.stamp:
+# torch with its dependencies (the hosts install with no index), uv, and the
+# project's own fixture wheels (flashinfer stand-ins, a package that wants
+# another torch).
+$(WHEELHOUSE)/.stamp: tests/fixtures/wheels/build_wheels.py
 	@mkdir -p $(WHEELHOUSE)
-	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: -d $(WHEELHOUSE) '$(TEST_TORCH)'
+	$(PYTHON) -m pip download -q --only-binary=:all: -d $(WHEELHOUSE) '$(TEST_TORCH)' uv==0.13.9
+	$(PYTHON) tests/fixtures/wheels/build_wheels.py $(WHEELHOUSE) >/dev/null
 	@touch $@
 
 sandbox-up: bootstrap test-hosts
