@@ -47,7 +47,8 @@ wheelhouse: $(WHEELHOUSE)/.stamp
 # another torch).
 $(WHEELHOUSE)/.stamp: tests/fixtures/wheels/build_wheels.py
 	@mkdir -p $(WHEELHOUSE)
-	$(PYTHON) -m pip download -q --only-binary=:all: -d $(WHEELHOUSE) '$(TEST_TORCH)' uv==0.13.9
+	$(PYTHON) -m pip download -q --only-binary=:all: -d $(WHEELHOUSE) '$(TEST_TORCH)' uv==0.13.9 \
+	    scikit-build-core==0.11.6 cmake==3.31.10 ninja==1.13.0 wheel==0.45.1
 	$(PYTHON) tests/fixtures/wheels/build_wheels.py $(WHEELHOUSE) >/dev/null
 	@touch $@
 
@@ -58,11 +59,11 @@ sandbox-down:
 	@$(VENV)/bin/python scripts/sandbox.py down
 
 deploy: bootstrap test-hosts wheelhouse sandbox-up
-	ansible-playbook playbooks/deploy.yml -i inventories/sandbox
-	@echo "deploy: fleet report in reports/ (fleet-report.md, fleet-report.html, fleet-report.json)"
+	ansible-playbook -i inventories/sandbox playbooks/deploy.yml
+	@echo "deploy: fleet report: $(CURDIR)/reports/fleet-report.md (also fleet-report.html, fleet-report.json)"
 
 verify: bootstrap
-	$(VENV)/bin/python tools/fleet_verify.py -i $(INVENTORY)
+	$(VENV)/bin/python tools/fleet_verify.py -i $(INVENTORY) $(if $(LIMIT),--limit $(LIMIT))
 
 test: bootstrap test-hosts wheelhouse
 	@scripts/run-tests.sh
