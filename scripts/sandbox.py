@@ -54,7 +54,8 @@ def containers():
     result = {}
     for c in json.loads(out or "[]"):
         names = c.get("Names") or []
-        if names:
+        # Only this sandbox's hosts: another checkout may run its own beside it.
+        if names and names[0].startswith(PREFIX):
             result[names[0]] = c
     return result
 
