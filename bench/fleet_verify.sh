@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Benchmark, side by side in one run (A/B paired):
 #  1. verify.yml on 8 sandbox hosts (A) against what an operator would run
 #     instead (B): a bounded parallel loop of
@@ -47,19 +47,19 @@ xargs -P 8 -L 1 sh -c 'ssh -o BatchMode=yes -o UserKnownHostsFile="$4" -i "$3" -
 SH
 chmod +x "$WORK/ssh_loop.sh"
 
-VERIFY8="ansible-playbook -i $INV playbooks/verify.yml -e gpufleet_report_dir=$PWD/$WORK/reports-verify"
-VERIFY4="ansible-playbook -i $INV playbooks/verify.yml --limit sbx1,sbx2,sbx3,sbx4 -e gpufleet_report_dir=$PWD/$WORK/reports-verify4"
-DEPLOY4="ansible-playbook -i $INV playbooks/deploy.yml --limit sbx1,sbx2,sbx3,sbx4 -e gpufleet_report_dir=$PWD/$WORK/reports-deploy4"
+VERIFY8=(ansible-playbook -i "$INV" playbooks/verify.yml -e "gpufleet_report_dir=$PWD/$WORK/reports-verify")
+VERIFY4=(ansible-playbook -i "$INV" playbooks/verify.yml --limit "sbx1,sbx2,sbx3,sbx4" -e "gpufleet_report_dir=$PWD/$WORK/reports-verify4")
+DEPLOY4=(ansible-playbook -i "$INV" playbooks/deploy.yml --limit "sbx1,sbx2,sbx3,sbx4" -e "gpufleet_report_dir=$PWD/$WORK/reports-deploy4")
 
 if [ -n "${BENCH:-}" ]; then
     echo "== 1. verify.yml on 8 hosts (A) vs a bounded parallel ssh loop (B)"
-    $BENCH -n "$RUNS" --warmup 1 --timeout 1800 --vs "$PWD/$WORK/ssh_loop.sh" -- $VERIFY8
+    $BENCH -n "$RUNS" --warmup 1 --timeout 1800 --vs "$PWD/$WORK/ssh_loop.sh" -- "${VERIFY8[@]}"
     echo "== 2. no-op deploy.yml on 4 hosts (A) vs verify.yml on the same 4 hosts (B)"
-    $BENCH -n "$RUNS" --warmup 1 --timeout 3000 --vs "$VERIFY4" -- $DEPLOY4
+    $BENCH -n "$RUNS" --warmup 1 --timeout 3000 --vs "${VERIFY4[*]}" -- "${DEPLOY4[@]}"
 else
     t() { /usr/bin/time -f "%e" "$@" >/dev/null 2>"$WORK/time.txt" || true; tail -1 "$WORK/time.txt"; }
-    a=$(t $VERIFY8); b=$(t "$WORK/ssh_loop.sh")
+    a=$(t "${VERIFY8[@]}"); b=$(t "$WORK/ssh_loop.sh")
     echo "verify.yml 8 hosts: ${a}s  ssh loop: ${b}s  ratio: $(python3 -c "print(round($a/$b, 2))")"
-    a=$(t $DEPLOY4); b=$(t $VERIFY4)
+    a=$(t "${DEPLOY4[@]}"); b=$(t "${VERIFY4[@]}")
     echo "no-op deploy.yml 4 hosts: ${a}s  verify.yml: ${b}s  ratio: $(python3 -c "print(round($a/$b, 2))")"
 fi

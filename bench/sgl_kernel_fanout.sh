@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Benchmark: deploy the sgl_kernel fixture to 3 sandbox hosts against deploying
 # it to 1 host, side by side in one run (A/B paired). Every run starts from a
 # clean state (no controller cache, no host build, no marker), so every run

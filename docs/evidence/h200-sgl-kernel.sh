@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # GPU evidence for the sgl_kernel role (issue 6), run on the H200 test machine
 # from the repository root, no network:
 #   - builds the project's fixture (tests/fixtures/sgl_kernel_fixture) with the

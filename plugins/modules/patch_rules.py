@@ -77,13 +77,16 @@ options:
         default: true
 attributes:
   check_mode:
+    description: Writes nothing in check mode and reports what each rule would change.
     support: full
   diff_mode:
+    description: Returns the unified diff of every patched file.
     support: full
   idempotent:
+    description: A rule whose result is already in the file changes nothing.
     support: full
 author:
-  - gpufleet.inference contributors
+  - gpufleet.inference maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""

@@ -39,7 +39,7 @@ def shell(inventory, host_pattern, script):
     out = {}
     for line in proc.stdout.splitlines():
         # -o: "host | CHANGED | rc=0 | (stdout) ..."
-        host, _, rest = line.partition(" | ")
+        host, dummy, rest = line.partition(" | ")
         out[host.strip()] = rest.split("(stdout)", 1)[-1].strip() if "(stdout)" in rest else ""
     return out
 

@@ -151,7 +151,7 @@ def test_abi_break_names_both_torch_versions(tmp_path, repo):
 
 def test_patch_rule_that_no_longer_matches_fails_with_its_name(tmp_path, repo):
     venv = ensure_venv(CPU_VENV, "torch==2.13.0")
-    path, _ = repo
+    path = repo[0]
     moved = str(tmp_path / "moved")
     shutil.copytree(path, moved)
     cml = os.path.join(moved, "sgl-kernel", "CMakeLists.txt")

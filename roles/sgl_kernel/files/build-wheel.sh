@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Build wrapper of the gpufleet.inference sgl_kernel role, copied to the builder.
 #
 #   build-wheel.sh build SRC DIST LOG COUNTER PYTHON UV KEY

@@ -73,7 +73,7 @@ def test_applies_all_three_kinds(tree):
 
 def test_insert_before(tree):
     rule = dict(CCCL, name="before", insert_after=None, insert_before="# before-policy")
-    _, changed = patch_rules.run(str(tree), REF, [rule])
+    changed = patch_rules.run(str(tree), REF, [rule])[1]
     assert "\n# before-policy\nfind_package(CUDAToolkit REQUIRED)" in changed["CMakeLists.txt"][1]
 
 
