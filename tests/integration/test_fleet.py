@@ -40,7 +40,9 @@ def shell(inventory, host_pattern, script):
     for line in proc.stdout.splitlines():
         # -o: "host | CHANGED | rc=0 | (stdout) ..."
         host, dummy, rest = line.partition(" | ")
-        out[host.strip()] = rest.split("(stdout)", 1)[-1].strip() if "(stdout)" in rest else ""
+        # stdout only: torch without numpy warns on stderr, which -o appends.
+        stdout = rest.split("(stdout)", 1)[-1].split(" (stderr)", 1)[0] if "(stdout)" in rest else ""
+        out[host.strip()] = stdout.strip()
     return out
 
 

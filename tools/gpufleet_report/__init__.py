@@ -242,8 +242,10 @@ def host_row(name, entry, previous_row, lock_dir, mode):
     for d in row["lock_diff"]:
         row["drift"].append("lock %s: %s -> %s" % (d["name"], d["old"] or "absent", d["new"] or "absent"))
     # A deploy or rollback changes versions on purpose: those are reported as
-    # changes, not drift. Between two verify runs nothing should move.
-    if mode == "verify":
+    # changes, not drift. Between two verify runs nothing should move; where the
+    # deployed lock is known it is the baseline (a host put back by hand is not
+    # drift again), else the previous run is.
+    if mode == "verify" and lock is None:
         for c in row["changes"]:
             row["drift"].append("%s changed since the previous run: %s -> %s" % (c["name"], c["old"], c["new"]))
     if status == "ok" and row["drift"]:
