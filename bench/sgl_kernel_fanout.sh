@@ -27,7 +27,7 @@ COMMIT=$(git -C "$WORK/repo" rev-parse HEAD)
 # Hosts: the sandbox (reused when up), a torch 2.13.0 CPU venv and the build
 # requirements (once, not timed).
 python scripts/sandbox.py up --hosts 3 >/dev/null
-WHEELS=.cache/sgl-kernel-tests/wheels
+WHEELS=$PWD/.cache/sgl-kernel-tests/wheels
 mkdir -p "$WHEELS"
 ls "$WHEELS"/torch-2.13.0* >/dev/null 2>&1 || python -m pip download -q --only-binary=:all: -d "$WHEELS" torch==2.13.0
 ls "$WHEELS"/scikit_build_core* >/dev/null 2>&1 || python -m pip download -q --only-binary=:all: -d "$WHEELS" \
