@@ -4,6 +4,10 @@ real SSH on 127.0.0.1 ports, with a key generated per sandbox.
     sandbox.py up [--hosts N]      start (or reuse) N hosts, write the inventory
     sandbox.py down                remove every sandbox host and its key
     sandbox.py stop HOST / start HOST   for fault tests
+    sandbox.py tmpfs HOST PATH SIZE     a small filesystem inside HOST (fault tests):
+                                   mounts a tmpfs of SIZE (e.g. 1200m) owned by the
+                                   deploy user at PATH, or resizes the one there;
+                                   SIZE "off" unmounts it and removes PATH
     sandbox.py status
 
 Everything the sandbox owns is labelled `gpufleet.sandbox=1` and lives under
@@ -180,6 +184,24 @@ def write_inventory(hosts, key):
         f.write("\n".join(lines))
 
 
+def tmpfs(host, path, size):
+    """Mount, resize or (size "off") remove a tmpfs at PATH inside HOST.
+
+    The containers run without CAP_SYS_ADMIN; only this exec is privileged.
+    A size below what the tmpfs already holds is refused by the kernel."""
+    if not path.startswith("/") or path.rstrip("/") in ("", "/home", "/root", "/usr", "/var", "/etc"):
+        raise SandboxError("tmpfs needs an absolute path of its own, got %r" % path)
+    name = PREFIX + host[3:]
+    if size == "off":
+        script = 'if mountpoint -q "$1"; then umount "$1"; fi; if [ -d "$1" ]; then rmdir "$1"; fi'
+    else:
+        script = ('mkdir -p "$1"; if mountpoint -q "$1"; then mount -o remount,size="$2" "$1"; '
+                  'else mount -t tmpfs -o size="$2",mode=0755,uid="$(id -u {u})",gid="$(id -g {u})" tmpfs "$1"; fi; '
+                  'df -Pk "$1" | tail -n 1').format(u=USER)
+    out = run(["podman", "exec", "--privileged", name, "sh", "-c", script, "sh", path, size]).stdout.strip()
+    print("sandbox tmpfs %s:%s %s%s" % (host, path, size, (": " + out) if out else ""))
+
+
 def down():
     names = list(containers())
     if names:
@@ -197,8 +219,10 @@ def down():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=["up", "down", "stop", "start", "status"])
+    p.add_argument("action", choices=["up", "down", "stop", "start", "tmpfs", "status"])
     p.add_argument("host", nargs="?")
+    p.add_argument("path", nargs="?", help="tmpfs: mount point inside the host")
+    p.add_argument("size", nargs="?", help="tmpfs: size (e.g. 1200m, 900000k) or off")
     p.add_argument("--hosts", type=int, default=int(os.environ.get("SANDBOX_HOSTS", "3")))
     a = p.parse_args()
     try:
@@ -206,6 +230,10 @@ def main():
             up(a.hosts)
         elif a.action == "down":
             down()
+        elif a.action == "tmpfs":
+            if not (a.host and a.path and a.size):
+                raise SandboxError("tmpfs needs HOST PATH SIZE, e.g. tmpfs sbx2 /srv/small 1200m")
+            tmpfs(a.host, a.path, a.size)
         elif a.action in ("stop", "start"):
             if not a.host:
                 raise SandboxError("%s needs a host name such as sbx1" % a.action)
