@@ -305,6 +305,12 @@ def role_defs():
         with open(path, encoding="utf-8") as fh:
             for key, value in (yaml.safe_load(fh) or {}).items():
                 defs.setdefault(key, []).append(value)
+    for path, doc in collection_yaml().items():
+        if path.startswith("playbooks/") and isinstance(doc, list):
+            for play in doc:
+                if is_play(play):
+                    for key, value in (play.get("vars") or {}).items():
+                        defs.setdefault(key, []).append(value)
     for path, _play, task, ctx in all_tasks():
         if not path.startswith("roles/"):
             continue
@@ -334,6 +340,7 @@ ROOT_LOCATIONS = {
     "/usr/local/": "CUDA toolkit prefix and its stable link",
     "/opt/": "root-owned tool prefixes (uv)",
     "/var/cache/gpufleet/": "root-owned work area of system installs",
+    "/var/lock/gpufleet": "per-host run lock",
 }
 # Commands that may run as root, with what they are for. Their path
 # arguments must still lie in ROOT_LOCATIONS.
@@ -343,11 +350,16 @@ ROOT_COMMANDS = {
     "cp": "assemble the toolkit prefix",
     "mv": "put the assembled toolkit prefix in place",
 }
+# The collection's own scripts that may run as root (ansible.builtin.script),
+# with what they are for; their --path arguments must lie in ROOT_LOCATIONS.
+ROOT_SCRIPTS = {
+    "/tools/gpufleet_hostlock.py": "take and release the per-host run lock",
+}
 # Modules whose whole purpose needs root.
 ROOT_MODULES = {"apt": "system packages", "package": "system packages"}
 # Modules that act on paths as root; the keys that name the paths.
 PATH_KEYS = {"copy": ("dest",), "template": ("dest",), "file": ("path", "dest"), "find": ("paths",),
-             "stat": ("path",), "command": ("creates", "removes", "chdir")}
+             "stat": ("path",), "command": ("creates", "removes", "chdir"), "script": ("creates", "removes", "chdir")}
 # Facts built in several steps from a find's results: the register of that find.
 FACT_ORIGINS = {"cuda_toolkit__stale_files": "cuda_toolkit__ld_confs"}
 
@@ -409,6 +421,9 @@ class Resolver:
         if name in self.defs:
             found = [r for d in self.defs[name] if isinstance(d, str) for r in self.roots(d, scope, depth + 1)]
             return [r for r in found if r] or [""]
+        fallback = re.search(r"\|\s*default\(\s*(['\"])(.*?)\1", term)
+        if fallback:
+            return [fallback.group(2)]
         return ["<%s>" % name]
 
 
@@ -432,6 +447,10 @@ def task_paths(mod, args):
         else:
             cmd = str(args.get("cmd", ""))
             program = cmd.split()[0] if cmd.split() else ""
+    if mod == "script":
+        cmd = str(args.get("cmd", ""))
+        program = re.split(r"\s+(?![^{]*\}\})", cmd.strip(), maxsplit=1)[0]
+        paths += re.findall(r"--path\s+(\{\{.*?\}\}|\S+)", cmd)
     return paths, program
 
 
@@ -469,6 +488,9 @@ def become_problems(entries, resolver):
             if not all(r in ROOT_COMMANDS or under_root_location(r) for r in prog_roots):
                 problems.append((label, "runs %s as root: not an allow-listed command" % prog_roots))
                 continue
+        if mod == "script" and not any(str(program).replace(" ", "").find(s) >= 0 for s in ROOT_SCRIPTS):
+            problems.append((label, "runs the script %s as root: not an allow-listed script" % program))
+            continue
         if mod != "command" and not paths:
             problems.append((label, "%s as root without a path" % mod))
         for path in paths:
@@ -580,7 +602,7 @@ def test_the_become_allow_list_is_in_use():
     """Every allow-listed location and command is used by some task: the list
     is derived from the code, not a wish list."""
     resolver = collection_resolver()
-    used_locations, used_commands = set(), set()
+    used_locations, used_commands, used_scripts = set(), set(), set()
     for _path, _play, task, ctx in all_tasks():
         mod, args = module_of(task)
         become = task.get("become", ctx.get("become"))
@@ -592,7 +614,10 @@ def test_the_become_allow_list_is_in_use():
                 resolver.roots(program, scope) if program else []):
             used_commands.update(c for c in ROOT_COMMANDS if root == c)
             used_locations.update(p for p in ROOT_LOCATIONS if root.startswith(p))
+        if mod == "script":
+            used_scripts.update(s for s in ROOT_SCRIPTS if s in str(program).replace(" ", ""))
     assert set(ROOT_COMMANDS) - used_commands == set()
+    assert set(ROOT_SCRIPTS) - used_scripts == set()
     assert set(ROOT_LOCATIONS) - used_locations == set()
 
 
