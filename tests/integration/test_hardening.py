@@ -193,6 +193,7 @@ def leak_runs(deployed, tmp_path_factory):
                         "/tmp/gpufleet-leak-index/requests.log </dev/null >server.out 2>&1; "
                         "for i in $(seq 50); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", %d), 1)' "
                         "2>/dev/null && exit 0; sleep 0.2; done; cat server.out; exit 1" % (PORT, digest, PORT))
+
     def sources(port, stack):
         """Every credential the roles take, for an index on port."""
         return {

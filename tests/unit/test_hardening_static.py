@@ -711,7 +711,8 @@ def test_self_download_scan_catches(text, message):
     "- name: Fetch\n  ansible.builtin.get_url:\n    url: https://example.invalid/x\n    dest: /tmp/x\n    checksum: sha256:00\n",
     "- name: Pinned\n  ansible.builtin.command:\n    argv: \"{{ [uv_bin, 'pip', 'install'] + reqs }}\"\n",
     "- name: Hashes\n  ansible.builtin.command:\n    argv: [pip, install, --require-hashes, -r, /tmp/r.txt]\n",
-    "- name: Source\n  ansible.builtin.copy:\n    content: \"deb [signed-by=/usr/share/keyrings/x.gpg] https://example.invalid/ /\\n\"\n    dest: /etc/apt/sources.list.d/x.list\n",
+    "- name: Source\n  ansible.builtin.copy:\n    content: \"deb [signed-by=/usr/share/keyrings/x.gpg] https://example.invalid/ /\\n\"\n"
+    "    dest: /etc/apt/sources.list.d/x.list\n",
     # A key into a scratch directory, then asserted against the pinned fingerprint.
     "- name: Key\n  block:\n"
     "    - name: Scratch\n      ansible.builtin.tempfile:\n        state: directory\n      register: tmp\n"
