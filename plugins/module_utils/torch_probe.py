@@ -264,6 +264,34 @@ def torch_facts(torch, facts):
     facts['torch_libcudart'] = loaded_libraries('libcudart') if devices else []
 
 
+def installed_packages():
+    """name -> version of the interpreter's distributions, like `uv pip freeze`'s
+    name==version lines: wheels installed by direct reference (a local build,
+    tracked otherwise) are left out."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        return {}
+    packages = {}
+    for dist in metadata.distributions():
+        name = dist.metadata['Name']
+        if name and dist.read_text('direct_url.json') is None:
+            packages[name] = dist.version
+    return packages
+
+
+def read_markers(names):
+    """JSON files under sys.prefix (a venv's root): name -> content, None when absent or unreadable."""
+    markers = {}
+    for name in names:
+        try:
+            with open(os.path.join(sys.prefix, name)) as handle:
+                markers[name] = json.load(handle)
+        except (IOError, OSError, ValueError):
+            markers[name] = None
+    return markers
+
+
 def empty_facts():
     return {
         'python_executable': sys.executable,
@@ -290,6 +318,8 @@ def empty_facts():
         'imports': {},
         'smoke': [],
         'smoke_error': None,
+        'packages': {},
+        'markers': {},
     }
 
 
@@ -302,6 +332,10 @@ def run(params):
     nvcc = os.path.join(cuda_home, 'bin', 'nvcc') if cuda_home else None
     nvcc_proc = _start([nvcc, '--version']) if nvcc and os.access(nvcc, os.X_OK) else None
     facts['driver_version'] = driver_version()
+    # Before torch: a broken torch still shows what is installed.
+    if params.get('packages'):
+        facts['packages'] = installed_packages()
+    facts['markers'] = read_markers(params.get('markers') or [])
 
     started = time.time()
     try:

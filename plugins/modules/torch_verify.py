@@ -135,6 +135,23 @@ options:
       - Variables to set for the probe, for example C(CUDA_HOME) or C(CUDA_VISIBLE_DEVICES).
     type: dict
     default: {}
+  packages:
+    description:
+      - Also list the interpreter's installed distributions (name and version), read in the
+        same process, as RV(ansible_facts.gpufleet_torch.packages). Distributions installed by
+        direct reference (a local wheel build) are left out, as in C(uv pip freeze)'s
+        C(name==version) lines.
+    type: bool
+    default: false
+  markers:
+    description:
+      - JSON files under the interpreter's C(sys.prefix) (the venv's root), for example
+        C(gpufleet-sgl_kernel.json), read in the same process and returned as
+        RV(ansible_facts.gpufleet_torch.markers); a missing or unreadable file gives V(null).
+      - Relative paths only, without C(..).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     description: Runs the same in check mode; it only reads.
@@ -373,6 +390,14 @@ ansible_facts:
           description: Why the smoke test could not run, else V(null).
           type: str
           sample: null
+        packages:
+          description: Installed distributions by name, with O(packages=true); else empty.
+          type: dict
+          sample: {"torch": "2.13.0+cpu", "numpy": "2.3.4"}
+        markers:
+          description: Content of each file of O(markers) by its name, V(null) when absent.
+          type: dict
+          sample: {"gpufleet-sgl_kernel.json": {"abi_key": "3f9c0a1b2c3d4e5f"}}
         probe_seconds:
           description: Wall time of the probe run, interpreter start to exit.
           type: float
@@ -427,6 +452,8 @@ def main():
             timeout=dict(type='int', default=300),
             isolated=dict(type='bool', default=True),
             environment=dict(type='dict', default={}),
+            packages=dict(type='bool', default=False),
+            markers=dict(type='list', elements='str', default=[]),
         ),
         supports_check_mode=True,
     )
@@ -438,6 +465,10 @@ def main():
         if params[name] < 1:
             module.fail_json(msg='%s: expected a positive number, found %d' % (name, params[name]))
 
+    for name in params['markers']:
+        if not name or os.path.isabs(name) or '..' in name.split('/'):
+            module.fail_json(msg='markers: expected relative paths under the venv without "..", found %r' % name)
+
     imports = list(params['imports'])
     imports.extend(name for name in params['expect']['imports'] if name not in imports)
     probe_params = dict(
@@ -447,6 +478,8 @@ def main():
         smoke_iterations=params['smoke_iterations'],
         smoke_dtypes=params['smoke_dtypes'],
         timeout=params['timeout'],
+        packages=params['packages'],
+        markers=params['markers'],
     )
     argv = probe_argv(python, probe_params, isolated=params['isolated'])
     module.run_command_environ_update = C_LOCALE

@@ -211,3 +211,20 @@ def test_probe_source_is_what_the_module_sends():
         assert probe_argv('/x/python', {})[3] == handle.read()
     assert probe_argv('/x/python', {'a': 1}, isolated=False)[:2] == ['/x/python', '-c']
     assert json.loads(probe_argv('/x/python', {'a': 1})[-1]) == {'a': 1}
+
+
+def test_markers_are_read_from_the_interpreter_prefix(tmp_path, monkeypatch):
+    (tmp_path / "gpufleet-sgl_kernel.json").write_text('{"abi_key": "0123456789abcdef"}')
+    (tmp_path / "broken.json").write_text("{not json")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    markers = torch_probe.read_markers(["gpufleet-sgl_kernel.json", "broken.json", "absent.json"])
+    assert markers == {"gpufleet-sgl_kernel.json": {"abi_key": "0123456789abcdef"},
+                       "broken.json": None, "absent.json": None}
+
+
+def test_installed_packages_match_importlib_metadata():
+    from importlib import metadata
+    packages = torch_probe.installed_packages()
+    assert packages["pytest"] == metadata.version("pytest")
+    # every entry is a real distribution of this interpreter
+    assert all(metadata.version(name) == version for name, version in packages.items())
