@@ -112,6 +112,14 @@ def test_second_deploy_changes_nothing(fleet):
     rc, out, stats = play(fleet, DEPLOY)
     assert rc == 0, out[-6000:]
     assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
+    # same code and inputs: every host takes the fast path (verify + report only)
+    assert out.count("is already active (") == len(HOSTS), out[-6000:]
+    assert "TASK [Stage venv]" not in out
+    # gpufleet_full_run walks the whole chain, and still changes nothing
+    rc, out, stats = play(fleet, DEPLOY, extra={"gpufleet_full_run": True})
+    assert rc == 0, out[-6000:]
+    assert "TASK [Stage venv]" in out and "is already active (" not in out
+    assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
     assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
 
 
@@ -188,8 +196,9 @@ def test_rollback_returns_the_previous_venv_and_verifies_it(fleet):
 
 
 def test_unreachable_host_mid_run_then_converges(fleet, sandbox_ctl):
+    # The whole chain (not the fast path), so that the host is lost in the middle of it.
     argv = [venv_bin("ansible-playbook"), "-i", str(fleet["inventory"]), DEPLOY,
-            "-e", json.dumps({"gpufleet_report_dir": fleet["reports"]})]
+            "-e", json.dumps({"gpufleet_report_dir": fleet["reports"], "gpufleet_full_run": True})]
     log = os.path.join(fleet["reports"], "unreachable-run.log")
     with open(log, "w", encoding="utf-8") as fh:
         proc = subprocess.Popen(argv, cwd=ROOT, env=base_env(), stdout=fh, stderr=subprocess.STDOUT)
