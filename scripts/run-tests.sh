@@ -54,7 +54,7 @@ for scenario in molecule/*/molecule.yml; do
   s=$(basename "$(dirname "$scenario")")
   count_one stage "molecule-$s" 1500 molecule test -s "$s"
 done
-count_pytest integration 3300 tests/integration
+count_pytest integration 4200 tests/integration
 
 echo
 [ ${#failures[@]} -gt 0 ] && printf 'failed: %s\n' "${failures[@]}"
