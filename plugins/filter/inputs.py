@@ -1,0 +1,163 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Checks of structured inputs for the preflights (docs: expect_errors.yml,
+patch_rule_errors.yml). Each returns a list of messages, empty when the input
+is fine, of the form "<variable> must be <allowed> (got <value>)", so that a
+preflight can fail before any change with the variable named."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from collections.abc import Mapping
+
+from ansible.module_utils.parsing.convert_bool import BOOLEANS, boolean
+
+from ansible_collections.gpufleet.inference.plugins.module_utils.verify import EXPECT_SPEC
+
+PATCH_ACTIONS = ("replacement", "insert_after", "insert_before")
+PATCH_REQUIRED = ("name", "file", "reason", "pattern")
+_CAPABILITY_RE = re.compile(r"^[0-9]+\.[0-9]+$")
+_INT_RE = re.compile(r"^[0-9]+$")
+
+
+def _is_bool(value):
+    if isinstance(value, str):
+        value = value.lower()
+    try:
+        return value in BOOLEANS
+    except TypeError:  # unhashable: a list or a dict
+        return False
+
+
+def _is_number(value):
+    if isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _kind(value):
+    """A value's kind in the words of YAML, not of the Python class that carries it."""
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if _is_number(value):
+        return "number"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
+
+
+def _is_scalar(value):
+    return isinstance(value, str) or _is_number(value)
+
+
+def _expect_value_error(key, value):
+    """What is wrong with one expectation's value, as 'must be ...' text, or ''."""
+    kind = EXPECT_SPEC[key]["type"]
+    if kind == "int":
+        ok = (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or \
+            (isinstance(value, str) and _INT_RE.match(value.strip()))
+        return "" if ok else "an integer >= 0"
+    if kind == "float":
+        return "" if _is_number(value) else "a number"
+    if kind == "bool":
+        return "" if _is_bool(value) else "true or false"
+    if kind == "list":
+        ok = isinstance(value, str) or (
+            isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
+        return "" if ok else "a list of module names"
+    if not _is_scalar(value):
+        return "a string"
+    if key == "compute_capability" and not _CAPABILITY_RE.match(str(value)):
+        return "MAJOR.MINOR like 9.0 or 12.0"
+    if key == "device_name":
+        try:
+            re.compile(str(value))
+        except re.error as exc:
+            return "a regular expression (%s)" % exc
+    return ""
+
+
+def expect_errors(expect, name="gpufleet_expect"):
+    """Why EXPECT is not a valid torch_verify expectation dict ([] when it is).
+
+    NAME is the variable the messages name.
+    """
+    keys = ", ".join(sorted(EXPECT_SPEC))
+    if expect is None:
+        return []
+    if not isinstance(expect, Mapping):
+        return ["%s must be a dict of expectations with keys among %s (got %s %r)"
+                % (name, keys, _kind(expect), expect)]
+    errors = []
+    for key in sorted(expect, key=str):
+        value = expect[key]
+        if key not in EXPECT_SPEC:
+            errors.append("%s keys must be among %s (got %r)" % (name, keys, key))
+        elif value is not None:
+            allowed = _expect_value_error(key, value)
+            if allowed:
+                errors.append("%s.%s must be %s (got %r)" % (name, key, allowed, value))
+    return errors
+
+
+def _rule_errors(rule, label):
+    if not isinstance(rule, Mapping):
+        return ["%s must be a dict with %s and one of %s (got %r)"
+                % (label, ", ".join(PATCH_REQUIRED), ", ".join(PATCH_ACTIONS), rule)]
+    errors = []
+    missing = [k for k in PATCH_REQUIRED if not isinstance(rule.get(k), str) or not rule.get(k)]
+    if missing:
+        errors.append("%s must have %s as non-empty strings (missing or empty: %s)"
+                      % (label, ", ".join(PATCH_REQUIRED), ", ".join(missing)))
+    actions = [k for k in PATCH_ACTIONS if rule.get(k) is not None]
+    if len(actions) != 1:
+        errors.append("%s must have exactly one of %s (got %s)"
+                      % (label, ", ".join(PATCH_ACTIONS), ", ".join(actions) or "none"))
+    for flag in ("regex", "enabled"):
+        if flag in rule and not _is_bool(rule[flag]):
+            errors.append("%s.%s must be true or false (got %r)" % (label, flag, rule[flag]))
+    path = rule.get("file")
+    if isinstance(path, str) and (path.startswith("/") or ".." in path.split("/")):
+        errors.append("%s.file must be a path relative to the source folder, without .. (got %r)" % (label, path))
+    refs = rule.get("refs", ["*"])
+    if not isinstance(refs, (list, tuple)) or not all(isinstance(r, str) for r in refs):
+        errors.append("%s.refs must be a list of ref globs (got %r)" % (label, refs))
+    if _is_bool(rule.get("regex", False)) and boolean(rule.get("regex", False)) and isinstance(rule.get("pattern"), str):
+        try:
+            re.compile(rule["pattern"], re.MULTILINE)
+        except re.error as exc:
+            errors.append("%s.pattern must be a valid Python regular expression when regex is true (got %r: %s)"
+                          % (label, rule["pattern"], exc))
+    return errors
+
+
+def patch_rule_errors(rules, name="sgl_kernel_patch_rules"):
+    """Why RULES is not a valid list of gpufleet.inference.patch_rules rules ([] when it is)."""
+    if rules is None:
+        return []
+    if not isinstance(rules, (list, tuple)):
+        return ["%s must be a list of patch rules (got %s %r)" % (name, _kind(rules), rules)]
+    errors = []
+    for index, rule in enumerate(rules):
+        rule_name = rule.get("name") if isinstance(rule, Mapping) else None
+        label = "%s[%d]%s" % (name, index, " (%s)" % rule_name if rule_name else "")
+        errors.extend(_rule_errors(rule, label))
+    return errors
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "expect_errors": expect_errors,
+            "patch_rule_errors": patch_rule_errors,
+        }

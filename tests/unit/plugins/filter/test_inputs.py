@@ -1,0 +1,96 @@
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpufleet.inference.plugins.filter.inputs import (
+    FilterModule,
+    expect_errors,
+    patch_rule_errors,
+)
+
+GOOD_RULE = {"name": "cxx20", "file": "CMakeLists.txt", "reason": "torch needs C++20",
+             "pattern": "set(CMAKE_CXX_STANDARD 17)", "replacement": "set(CMAKE_CXX_STANDARD 20)"}
+
+
+@pytest.mark.parametrize("expect", [
+    None,
+    {},
+    {"torch_version": "2.13.0+cpu", "python_version": "3.11", "device_count": 0, "imports": ["flashinfer"]},
+    {"device_count": "8", "min_smoke_tflops": "1.5", "cxx11_abi": "yes", "compute_capability": "12.0",
+     "device_name": "RTX PRO 6000|H200", "imports": "sgl_kernel", "min_driver_version": 590},
+    {"device_count": None},
+], ids=["none", "empty", "sandbox", "strings_the_module_converts", "unset_key"])
+def test_expect_accepted(expect):
+    assert expect_errors(expect) == []
+
+
+@pytest.mark.parametrize("expect, fragment", [
+    ("many", "gpufleet_expect must be a dict of expectations with keys among compute_capability"),
+    (["device_count"], "gpufleet_expect must be a dict"),
+    ({"device_count": "many"}, "gpufleet_expect.device_count must be an integer >= 0 (got 'many')"),
+    ({"device_count": -1}, "gpufleet_expect.device_count must be an integer >= 0 (got -1)"),
+    ({"device_count": True}, "gpufleet_expect.device_count must be an integer >= 0"),
+    ({"min_smoke_tflops": "fast"}, "gpufleet_expect.min_smoke_tflops must be a number"),
+    ({"cxx11_abi": "maybe"}, "gpufleet_expect.cxx11_abi must be true or false"),
+    ({"imports": [1, 2]}, "gpufleet_expect.imports must be a list of module names"),
+    ({"torch_version": {"a": 1}}, "gpufleet_expect.torch_version must be a string"),
+    ({"compute_capability": "sm_120"}, "gpufleet_expect.compute_capability must be MAJOR.MINOR"),
+    ({"device_name": "H200("}, "gpufleet_expect.device_name must be a regular expression"),
+    ({"devices": 8}, "gpufleet_expect keys must be among compute_capability, cuda_version"),
+], ids=["string", "list", "count_word", "count_negative", "count_bool", "tflops_word", "abi_word",
+        "imports_numbers", "version_dict", "capability_sm", "name_bad_regex", "unknown_key"])
+def test_expect_refused(expect, fragment):
+    errors = expect_errors(expect)
+    assert len(errors) == 1 and fragment in errors[0], errors
+
+
+def test_expect_names_the_variable_given():
+    assert expect_errors({"device_count": "x"}, "verify_expect")[0].startswith("verify_expect.device_count must be")
+
+
+@pytest.mark.parametrize("rules", [None, [], [GOOD_RULE],
+                                   [dict(GOOD_RULE, regex=True, pattern=r"^(\s*)set\(X ON\)$", enabled="false",
+                                         refs=["v1.*"])]],
+                         ids=["none", "empty", "literal", "regex_disabled"])
+def test_patch_rules_accepted(rules):
+    assert patch_rule_errors(rules) == []
+
+
+@pytest.mark.parametrize("rules, fragment", [
+    ("rule", "sgl_kernel_patch_rules must be a list of patch rules (got string 'rule')"),
+    (["rule"], "sgl_kernel_patch_rules[0] must be a dict with name, file, reason, pattern"),
+    ([dict(GOOD_RULE, regex=True, pattern="([")],
+     "sgl_kernel_patch_rules[0] (cxx20).pattern must be a valid Python regular expression when regex is true (got '(['"),
+    ([{k: v for k, v in GOOD_RULE.items() if k != "reason"}], "must have name, file, reason, pattern as non-empty strings "
+                                                              "(missing or empty: reason)"),
+    ([dict(GOOD_RULE, insert_after="x")], "must have exactly one of replacement, insert_after, insert_before "
+                                          "(got replacement, insert_after)"),
+    ([{k: v for k, v in GOOD_RULE.items() if k != "replacement"}], "must have exactly one of replacement, insert_after, "
+                                                                   "insert_before (got none)"),
+    ([dict(GOOD_RULE, enabled="sometimes")], "(cxx20).enabled must be true or false (got 'sometimes')"),
+    ([dict(GOOD_RULE, regex=[1])], "(cxx20).regex must be true or false"),
+    ([dict(GOOD_RULE, file="../CMakeLists.txt")], "(cxx20).file must be a path relative to the source folder"),
+    ([dict(GOOD_RULE, refs="main")], "(cxx20).refs must be a list of ref globs (got 'main')"),
+], ids=["not_a_list", "not_a_dict", "bad_regex", "missing_reason", "two_actions", "no_action", "enabled_word",
+        "regex_list", "file_parent", "refs_string"])
+def test_patch_rules_refused(rules, fragment):
+    errors = patch_rule_errors(rules)
+    assert len(errors) == 1 and fragment in errors[0], errors
+
+
+def test_a_literal_pattern_is_not_compiled():
+    assert patch_rule_errors([dict(GOOD_RULE, pattern="([")]) == []
+
+
+def test_patch_rules_name_the_variable_given():
+    errors = patch_rule_errors([GOOD_RULE, dict(GOOD_RULE, name="x", regex="yes", pattern="(")], "sgl_kernel_patch_rules_extra")
+    assert errors and errors[0].startswith("sgl_kernel_patch_rules_extra[1] (x).pattern must be")
+
+
+def test_registered_under_contract_names():
+    filters = FilterModule().filters()
+    assert filters["expect_errors"] is expect_errors
+    assert filters["patch_rule_errors"] is patch_rule_errors
