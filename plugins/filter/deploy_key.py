@@ -59,7 +59,7 @@ def deploy_inputs(hostvars):
     """The deploy's input variables among a host's variables, as plain data."""
     try:
         facts = set(hostvars.get("ansible_facts", {}) or {})
-        names = [n for n in hostvars.keys()]
+        names = list(hostvars.keys())
     except AttributeError:
         raise AnsibleFilterError("deploy_inputs: expected a host's variables (hostvars[inventory_hostname])")
     inputs = {}

@@ -1,7 +1,6 @@
 """deploy_key: the same inputs and code give the same key; any input or code
 change gives another; run control and facts do not count."""
 import os
-import shutil
 
 import pytest
 
