@@ -145,8 +145,7 @@ CASES = [
          "gpufleet_hosts must be a host pattern that matches at least one host", "has 0 host(s)",
          playbook="rollback", inventory="empty"),
     case("hosts-match-nothing", {"gpufleet_hosts": "gpu*"},
-         "gpufleet_hosts must be a host pattern that matches at least one host", "(got 'gpu*')",
-         xfail="deploy.yml does not run playbooks/tasks/hosts.yml yet: its play is skipped, rc 0"),
+         "gpufleet_hosts must be a host pattern that matches at least one host", "(got 'gpu*')"),
 ]
 NO_HOSTS = {c.id for c in CASES if c.inventory == "empty" or "gpufleet_hosts" in (c.extra if isinstance(c.extra, dict) else {})}
 
