@@ -306,6 +306,8 @@ def message(result):
     h = result.get("holder") or {}
     if result.get("acquired"):
         text = "host lock %s taken by run %s" % (result["path"], (h.get("run_id") or "")[:12])
+        if result.get("waited"):
+            text += " after waiting %s s" % result["waited"]
         if result.get("broke"):
             text += "; broke the stale lock of the run %s: %s" % (describe(result["broke"]), result["broke"]["reason"])
         return text
