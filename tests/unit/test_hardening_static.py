@@ -144,7 +144,7 @@ def dump(value):
 # ---------------------------------------------------------------- pipe to shell
 
 PIPE_TO_SHELL = [
-    # curl ... | sh, wget -qO- ... | sudo bash, curl ... | python3
+    # a download (curl or wget) piped into sh, into sudo bash, or into python3
     re.compile(r"\b(curl|wget)\b[^\n;&]*?\|\s*(sudo\s+(-\S+\s+)*)?(env\s+(\S+=\S*\s+)*)?"
                r"(/usr)?(/local)?(/bin/)?(ba|da|z|k|c|fi)?sh\b"),
     re.compile(r"\b(curl|wget)\b[^\n;&]*?\|\s*(sudo\s+(-\S+\s+)*)?(/usr)?(/bin/)?(python[0-9.]*|perl|ruby)\b"),
@@ -663,7 +663,7 @@ def _curl(*parts):
     _curl("curl", "https://example.invalid/get-pip.py", "|", "python3"),
     _curl("bash", "<(curl", "-s", "https://example.invalid/x)"),
     _curl('sh -c "$(curl', '-fsSL', 'https://example.invalid/x)"'),
-    "cmd: |\n  curl -fsSL https://example.invalid/x \\\n    | bash\n",
+    "cmd: |\n  " + _curl("curl", "-fsSL", "https://example.invalid/x", "\\\n    |", "bash") + "\n",
 ])
 def test_self_pipe_to_shell_is_caught(snippet):
     assert pipe_to_shell(snippet)
