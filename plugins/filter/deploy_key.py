@@ -24,7 +24,7 @@ INPUT_NAMES = re.compile(r"^(gpufleet|uv_venv|torch_nightly|flashinfer|sgl_kerne
 # Run control and the facts a run sets for itself: not inputs of the stack.
 RUN_NAMES = re.compile(
     r"^gpufleet_(result|stage|reach|lock\w*|preflight\w*|fast\w*|deploy_key\w*|stamp\w*|report_dir|serial"
-    r"|max_fail_percentage|hosts|full_run|play_\w+|host_lock\w*|gpu|torch)$")
+    r"|max_fail_percentage|hosts|full_run|play_\w+|host_lock\w*)$")
 # The collection's code that decides what lands on a host.
 CODE_DIRS = ("roles", "playbooks", "plugins")
 
