@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet.inference maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""NVIDIA driver and GPU inventory from nvidia-smi, for gpufleet.inference.gpu_facts."""
+"""NVIDIA driver and GPU inventory from nvidia-smi, for gpufleet.inference.gpu_facts and torch_verify."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -138,3 +138,36 @@ def facts_from_query(out, cuda_version):
         'arch_list': cuda_arch_list([gpu['compute_capability'] for gpu in gpus if gpu['compute_capability']]),
         'error': None,
     }
+
+
+TIMED_OUT_RC = 124
+
+
+def gather(module, nvidia_smi=None, timeout=60):
+    """Run nvidia-smi through the module and return (facts, command result or None).
+
+    A host without nvidia-smi, a driver or a device gives empty facts with the
+    reason in 'error'; a hang past timeout, another failure or a line that is
+    not the CSV row asked for fails the module.
+    """
+    nvidia_smi = nvidia_smi or module.get_bin_path(
+        'nvidia-smi', opt_dirs=['/usr/bin', '/usr/local/nvidia/bin', '/usr/lib/wsl/lib'])
+    if not nvidia_smi:
+        return empty_facts('nvidia-smi not found'), None
+    argv = nvidia_smi_argv(nvidia_smi)
+    timeout_bin = module.get_bin_path('timeout') if timeout else None
+    if timeout_bin:
+        argv = [timeout_bin, '--kill-after=5', str(timeout)] + argv
+    rc, out, err = module.run_command(argv, errors='replace')
+    result = dict(rc=rc, stdout=out, stderr=err, cmd=argv)
+    if timeout_bin and rc in (TIMED_OUT_RC, 128 + 9):
+        module.fail_json(msg='nvidia-smi did not answer within %d s' % timeout, **result)
+    if rc in NO_GPU_RC or (rc != 0 and not out.strip()):
+        reason = (err.strip() or out.strip()).splitlines()
+        return empty_facts('nvidia-smi failed (rc %d): %s' % (rc, reason[0] if reason else 'no output')), result
+    if rc != 0:
+        module.fail_json(msg='nvidia-smi failed (rc %d)' % rc, **result)
+    try:
+        return facts_from_query(out, cuda_driver_version()), result
+    except NvidiaSmiParseError as exc:
+        module.fail_json(msg=str(exc), line=exc.line, **result)

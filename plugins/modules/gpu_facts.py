@@ -148,42 +148,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
-    C_LOCALE,
-    NO_GPU_RC,
-    NvidiaSmiParseError,
-    cuda_driver_version,
-    empty_facts,
-    facts_from_query,
-    nvidia_smi_argv,
-)
-
-TIMED_OUT_RC = 124
-
-
-def gather(module):
-    params = module.params
-    nvidia_smi = params['nvidia_smi'] or module.get_bin_path(
-        'nvidia-smi', opt_dirs=['/usr/bin', '/usr/local/nvidia/bin', '/usr/lib/wsl/lib'])
-    if not nvidia_smi:
-        return empty_facts('nvidia-smi not found'), None
-    argv = nvidia_smi_argv(nvidia_smi)
-    timeout_bin = module.get_bin_path('timeout') if params['timeout'] else None
-    if timeout_bin:
-        argv = [timeout_bin, '--kill-after=5', str(params['timeout'])] + argv
-    rc, out, err = module.run_command(argv, errors='replace')
-    result = dict(rc=rc, stdout=out, stderr=err, cmd=argv)
-    if timeout_bin and rc in (TIMED_OUT_RC, 128 + 9):
-        module.fail_json(msg='nvidia-smi did not answer within %d s' % params['timeout'], **result)
-    if rc in NO_GPU_RC or (rc != 0 and not out.strip()):
-        reason = (err.strip() or out.strip()).splitlines()
-        return empty_facts('nvidia-smi failed (rc %d): %s' % (rc, reason[0] if reason else 'no output')), result
-    if rc != 0:
-        module.fail_json(msg='nvidia-smi failed (rc %d)' % rc, **result)
-    try:
-        return facts_from_query(out, cuda_driver_version()), result
-    except NvidiaSmiParseError as exc:
-        module.fail_json(msg=str(exc), line=exc.line, **result)
+from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE, gather
 
 
 def main():
@@ -196,7 +161,7 @@ def main():
         supports_check_mode=True,
     )
     module.run_command_environ_update = C_LOCALE
-    facts, result = gather(module)
+    facts, result = gather(module, module.params['nvidia_smi'], module.params['timeout'])
     if module.params['required'] and not facts['present']:
         module.fail_json(msg='required: expected an NVIDIA GPU, found none (%s)' % facts['error'],
                          ansible_facts=dict(gpufleet_gpu=facts), **(result or {}))

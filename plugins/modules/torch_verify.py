@@ -39,8 +39,25 @@ options:
   python:
     description:
       - Interpreter to verify, for example C(~/ml-env/bin/python). It must be executable.
+      - One of O(python) and O(link) is required.
     type: path
-    required: true
+  link:
+    description:
+      - The stable venv path (for example C(~/ml-env)), absolute or under C(~/). The module reads it
+        as P(gpufleet.inference.venv_link#module) does and verifies C(<venv>/bin/python), where
+        C(<venv>) is O(venv), or the venv the link points at when O(venv) is empty. The link, the
+        active venv and the activation history are returned in RV(link), so that a fleet
+        verification reads them and verifies the venv in one module run.
+      - Fails, naming the path, when the stable path is not a symlink, when there is no venv to
+        verify, or when the venv has no interpreter. In check mode a venv that does not exist yet
+        is not a failure; the result says it would be verified after the real install
+        (RV(probed=false)).
+    type: str
+  venv:
+    description:
+      - With O(link), the venv to verify instead of the one the link points at, absolute or under C(~/).
+    type: str
+    default: ''
   imports:
     description:
       - Modules to import after torch in the same process, for example C(sgl_kernel), C(flashinfer).
@@ -143,6 +160,18 @@ options:
         C(name==version) lines.
     type: bool
     default: false
+  gpu:
+    description:
+      - Also read the NVIDIA driver and the GPUs with C(nvidia-smi), as P(gpufleet.inference.gpu_facts#module)
+        does, and return them as RV(ansible_facts.gpufleet_gpu), in the same module run (one task and
+        one connection for a fleet verification instead of two).
+    type: bool
+    default: false
+  gpu_required:
+    description:
+      - With O(gpu=true), fail when the host has no usable NVIDIA GPU, before the probe runs.
+    type: bool
+    default: false
   markers:
     description:
       - JSON files under the interpreter's C(sys.prefix) (the venv's root), for example
@@ -198,6 +227,22 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+link:
+  description: With O(link), what P(gpufleet.inference.venv_link#module) returns.
+  returned: when O(link) is given and is a usable path
+  type: dict
+  contains:
+    link_path: {description: The stable path with C(~) expanded., type: str}
+    history_path: {description: The activation history beside it., type: str}
+    link_exists: {description: Whether the stable path exists., type: bool}
+    active_venv: {description: The venv the link points at (a real path) or empty., type: str}
+    history: {description: 'Venvs activated before, oldest first.', type: list, elements: str}
+    target: {description: The venv verified., type: str}
+    target_python: {description: Whether C(<target>/bin/python) exists., type: bool}
+probed:
+  description: Whether the interpreter was run; V(false) only in check mode for a venv that does not exist yet.
+  returned: always
+  type: bool
 mismatches:
   description: 'Every failed check, as C(name: expected X, found Y); empty on success.'
   returned: always
@@ -209,6 +254,10 @@ ansible_facts:
   returned: always
   type: dict
   contains:
+    gpufleet_gpu:
+      description: With O(gpu=true), the driver and GPUs in the shape P(gpufleet.inference.gpu_facts#module) returns.
+      returned: when O(gpu=true)
+      type: dict
     gpufleet_torch:
       description: What the interpreter really has.
       returned: always
@@ -409,7 +458,12 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE
+from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE, gather
+from ansible_collections.gpufleet.inference.plugins.module_utils.venv_link import (
+    LinkError,
+    missing_target_message,
+    resolve,
+)
 from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
     EXPECT_SPEC,
     SMOKE_DTYPES,
@@ -441,7 +495,9 @@ def demangle(module, symbols):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            python=dict(type='path', required=True),
+            python=dict(type='path'),
+            link=dict(type='str'),
+            venv=dict(type='str', default=''),
             imports=dict(type='list', elements='str', default=[]),
             smoke=dict(type='bool', default=False),
             smoke_size=dict(type='int', default=8192),
@@ -454,20 +510,52 @@ def main():
             environment=dict(type='dict', default={}),
             packages=dict(type='bool', default=False),
             markers=dict(type='list', elements='str', default=[]),
+            gpu=dict(type='bool', default=False),
+            gpu_required=dict(type='bool', default=False),
         ),
+        required_one_of=[['python', 'link']],
+        mutually_exclusive=[['python', 'link']],
         supports_check_mode=True,
     )
     params = module.params
-    python = params['python']
+    module.run_command_environ_update = C_LOCALE
+    # The GPUs first: their facts travel with every result below, failures included.
+    facts_out = {}
+    if params['gpu']:
+        facts_out['gpufleet_gpu'] = gather(module)[0]
+        if params['gpu_required'] and not facts_out['gpufleet_gpu']['present']:
+            message = 'gpu_required: expected an NVIDIA GPU, found none (%s)' % facts_out['gpufleet_gpu']['error']
+            module.fail_json(msg=message, mismatches=[message], probed=False, ansible_facts=facts_out)
+    if params['venv'] and not params['link']:
+        module.fail_json(msg='venv: only used with link (got venv=%r without link)' % params['venv'])
+    # With link=..., the link's state travels with every result below.
+    extra = {}
+    if params['link']:
+        try:
+            extra['link'] = resolve(params['link'], params['venv'])
+        except LinkError as exc:
+            module.fail_json(msg=str(exc), mismatches=[str(exc)], probed=False, ansible_facts=facts_out)
+        missing = missing_target_message(extra['link'])
+        if missing and module.check_mode and extra['link']['target']:
+            module.exit_json(changed=False, probed=False, mismatches=[], ansible_facts=facts_out, msg=(
+                'check mode: %s does not exist yet; it would be verified after the real install.'
+                % extra['link']['target']), **extra)
+        if missing:
+            module.fail_json(msg=missing, mismatches=[missing], probed=False, ansible_facts=facts_out, **extra)
+        python = extra['link']['target'] + '/bin/python'
+    else:
+        python = params['python']
     if not is_executable(python):
-        module.fail_json(msg='python: expected an executable interpreter, found no executable file at %s' % python)
+        module.fail_json(msg='python: expected an executable interpreter, found no executable file at %s' % python,
+                         probed=False, ansible_facts=facts_out, **extra)
     for name in ('smoke_size', 'smoke_iterations'):
         if params[name] < 1:
-            module.fail_json(msg='%s: expected a positive number, found %d' % (name, params[name]))
+            module.fail_json(msg='%s: expected a positive number, found %d' % (name, params[name]), probed=False, **extra)
 
     for name in params['markers']:
         if not name or os.path.isabs(name) or '..' in name.split('/'):
-            module.fail_json(msg='markers: expected relative paths under the venv without "..", found %r' % name)
+            module.fail_json(msg='markers: expected relative paths under the venv without "..", found %r' % name,
+                             probed=False, **extra)
 
     imports = list(params['imports'])
     imports.extend(name for name in params['expect']['imports'] if name not in imports)
@@ -482,7 +570,6 @@ def main():
         markers=params['markers'],
     )
     argv = probe_argv(python, probe_params, isolated=params['isolated'])
-    module.run_command_environ_update = C_LOCALE
     environ = dict((key, str(value)) for key, value in params['environment'].items())
 
     started = time.time()
@@ -493,8 +580,9 @@ def main():
     try:
         facts = parse_probe_output(rc, out, params['timeout'])
     except ProbeError as exc:
-        module.fail_json(msg=str(exc), rc=rc, stdout=out, stderr=err, cmd=cmd, mismatches=[str(exc)],
-                         ansible_facts=dict(gpufleet_torch=dict(python_executable=python, probe_seconds=probe_seconds)))
+        module.fail_json(msg=str(exc), rc=rc, stdout=out, stderr=err, cmd=cmd, mismatches=[str(exc)], probed=True,
+                         ansible_facts=dict(facts_out, gpufleet_torch=dict(python_executable=python, probe_seconds=probe_seconds)),
+                         **extra)
     facts['probe_seconds'] = probe_seconds
 
     symbols = sorted(set(entry['undefined_symbol'] for entry in facts['imports'].values() if entry.get('undefined_symbol')))
@@ -502,7 +590,7 @@ def main():
 
     mismatches = check_health(facts, params['smoke'], params['smoke_tolerance'])
     mismatches.extend(check_expectations(params['expect'], facts))
-    result = dict(changed=False, mismatches=mismatches, ansible_facts=dict(gpufleet_torch=facts))
+    result = dict(changed=False, mismatches=mismatches, probed=True, ansible_facts=dict(facts_out, gpufleet_torch=facts), **extra)
     if mismatches:
         module.fail_json(msg='%d check(s) failed for %s: %s' % (len(mismatches), python, '; '.join(mismatches)),
                          rc=rc, stderr=err, cmd=cmd, **result)

@@ -3,13 +3,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.inference.plugins.module_utils import gpu
 from ansible_collections.gpufleet.inference.plugins.modules import gpu_facts
 from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import load_cases, run_case
 
 
 @load_cases('test_gpu_facts.yaml')
 def test_gpu_facts(case, monkeypatch):
-    monkeypatch.setattr(gpu_facts, 'cuda_driver_version', lambda: case.get('cuda_driver_version'))
+    monkeypatch.setattr(gpu, 'cuda_driver_version', lambda: case.get('cuda_driver_version'))
     result, calls = run_case(gpu_facts.main, case, monkeypatch)
     for args, kwargs, environ in calls:
         # Decoding must never raise on bytes that are not UTF-8, and nvidia-smi speaks C.

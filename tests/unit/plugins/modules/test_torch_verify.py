@@ -4,7 +4,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 
+import pytest
+
+from ansible_collections.gpufleet.inference.plugins.module_utils import gpu
 from ansible_collections.gpufleet.inference.plugins.module_utils.verify import probe_source
 from ansible_collections.gpufleet.inference.plugins.modules import torch_verify
 from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import load_cases, run_case
@@ -22,6 +26,7 @@ def probe_command(args):
 @load_cases('test_torch_verify.yaml')
 def test_torch_verify(case, monkeypatch):
     monkeypatch.setattr(torch_verify, 'is_executable', lambda path: case.get('python_exists', True))
+    monkeypatch.setattr(gpu, 'cuda_driver_version', lambda: case.get('cuda_driver_version'))
     result, calls = run_case(torch_verify.main, case, monkeypatch, command_matcher=probe_command)
     for args, kwargs, environ in calls:
         assert isinstance(args, list)
@@ -34,3 +39,73 @@ def test_torch_verify(case, monkeypatch):
         assert result['msg']
     # The probe source never shows up in what the module returns.
     assert 'def main():' not in json.dumps(result)
+
+
+# link=...: the stable path is read and the venv verified in the same module run.
+
+def _venv(path):
+    os.makedirs(os.path.join(path, 'bin'))
+    python = os.path.join(path, 'bin', 'python')
+    with open(python, 'w') as handle:
+        handle.write('#!/bin/sh\n')
+    os.chmod(python, 0o755)
+    return path
+
+
+def _link_case(params, calls=()):
+    return {'input': params, 'run_command_calls': list(calls)}
+
+
+def test_link_verifies_the_active_venv_and_returns_the_link(tmp_path, monkeypatch):
+    active = _venv(str(tmp_path / 'ml-env-b'))
+    os.symlink(active, str(tmp_path / 'ml-env'))
+    (tmp_path / '.ml-env.history').write_text(str(tmp_path / 'ml-env-a') + '\n' + active + '\n')
+    case = _link_case({'link': str(tmp_path / 'ml-env')},
+                      [{'command_startswith': [active + '/bin/python', '-I', '-c'],
+                        'out_fixture': 'probe-cpu-torch-2.13.0.json'}])
+    result, calls = run_case(torch_verify.main, case, monkeypatch)
+    assert not result.get('failed') and result['probed'] is True
+    assert result['link']['active_venv'] == active and result['link']['target'] == active
+    assert result['link']['history'] == [str(tmp_path / 'ml-env-a'), active]
+    assert result['ansible_facts']['gpufleet_torch']['torch_version'] == '2.13.0+cpu'
+
+
+def test_link_with_a_venv_that_check_mode_has_not_built(tmp_path, monkeypatch):
+    case = _link_case({'link': str(tmp_path / 'ml-env'), 'venv': str(tmp_path / 'ml-env-new'),
+                       '_ansible_check_mode': True})
+    result, calls = run_case(torch_verify.main, case, monkeypatch)
+    assert not result.get('failed') and result['probed'] is False and not calls
+    assert 'would be verified after the real install' in result['msg']
+    assert result['link']['target'] == str(tmp_path / 'ml-env-new')
+
+
+def test_link_with_a_venv_without_interpreter_fails_naming_it(tmp_path, monkeypatch):
+    (tmp_path / 'ml-env-half').mkdir()
+    case = _link_case({'link': str(tmp_path / 'ml-env'), 'venv': str(tmp_path / 'ml-env-half')})
+    result, calls = run_case(torch_verify.main, case, monkeypatch)
+    assert result['failed'] and result['probed'] is False
+    assert result['msg'] == '%s/bin/python does not exist: %s is not a usable venv.' % (
+        tmp_path / 'ml-env-half', tmp_path / 'ml-env-half')
+
+
+@pytest.mark.parametrize('check_mode', [False, True])
+def test_link_without_active_venv_has_nothing_to_verify(tmp_path, monkeypatch, check_mode):
+    case = _link_case({'link': str(tmp_path / 'ml-env'), '_ansible_check_mode': check_mode})
+    result, calls = run_case(torch_verify.main, case, monkeypatch)
+    assert result['failed'] and result['msg'].startswith('nothing to verify: %s is not a symlink' % (tmp_path / 'ml-env'))
+
+
+def test_link_that_is_a_real_directory_is_refused(tmp_path, monkeypatch):
+    _venv(str(tmp_path / 'ml-env'))
+    result, calls = run_case(torch_verify.main, _link_case({'link': str(tmp_path / 'ml-env')}), monkeypatch)
+    assert result['failed'] and 'exists and is not a symlink' in result['msg'] and not calls
+
+
+@pytest.mark.parametrize('params, text', [
+    ({'python': '/usr/bin/python3', 'link': '/home/deploy/ml-env'}, 'mutually exclusive'),
+    ({}, 'one of the following is required'),
+    ({'python': '/usr/bin/python3', 'venv': '/home/deploy/ml-env-x'}, 'venv: only used with link'),
+])
+def test_python_or_link(params, text, monkeypatch):
+    result, calls = run_case(torch_verify.main, _link_case(params), monkeypatch)
+    assert result['failed'] and text in result['msg']

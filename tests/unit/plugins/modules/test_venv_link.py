@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+"""gpufleet.inference.venv_link on a real directory tree (no commands to mock)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.inference.plugins.modules import venv_link
+from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import run_case
+
+
+def make_venv(path):
+    os.makedirs(os.path.join(path, 'bin'))
+    with open(os.path.join(path, 'bin', 'python'), 'w') as handle:
+        handle.write('#!/bin/sh\n')
+    return path
+
+
+def run(monkeypatch, **params):
+    result, dummy = run_case(venv_link.main, {'input': params}, monkeypatch)
+    return result
+
+
+def test_active_venv_history_and_target(tmp_path, monkeypatch):
+    old = make_venv(str(tmp_path / 'ml-env-old'))
+    new = make_venv(str(tmp_path / 'ml-env-new'))
+    os.symlink(new, str(tmp_path / 'ml-env'))
+    (tmp_path / '.ml-env.history').write_text('%s\n\n  %s  \n' % (old, new))
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'))
+    assert result['changed'] is False
+    assert result['link_path'] == str(tmp_path / 'ml-env')
+    assert result['history_path'] == str(tmp_path / '.ml-env.history')
+    assert result['link_exists'] is True
+    assert result['active_venv'] == new
+    assert result['history'] == [old, new]
+    assert result['target'] == new and result['target_python'] is True
+
+
+def test_explicit_venv_under_home_with_trailing_slash(tmp_path, monkeypatch):
+    monkeypatch.setenv('HOME', str(tmp_path))
+    make_venv(str(tmp_path / 'ml-env-next'))
+    result = run(monkeypatch, link='~/ml-env', venv='~/ml-env-next/')
+    assert result['link_path'] == str(tmp_path / 'ml-env')
+    assert result['link_exists'] is False and result['active_venv'] == '' and result['history'] == []
+    assert result['target'] == str(tmp_path / 'ml-env-next') and result['target_python'] is True
+
+
+def test_no_link_and_no_venv_gives_empty_target(tmp_path, monkeypatch):
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'))
+    assert result['target'] == '' and result['target_python'] is False
+
+
+def test_target_without_interpreter(tmp_path, monkeypatch):
+    (tmp_path / 'half-built').mkdir()
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'), venv=str(tmp_path / 'half-built'))
+    assert result['target_python'] is False
+
+
+def test_link_resolved_through_symlinked_parent(tmp_path, monkeypatch):
+    real = make_venv(str(tmp_path / 'disk' / 'ml-env-a'))
+    os.symlink(str(tmp_path / 'disk'), str(tmp_path / 'alias'))
+    os.symlink(str(tmp_path / 'alias' / 'ml-env-a'), str(tmp_path / 'ml-env'))
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'))
+    assert result['active_venv'] == real
+
+
+def test_dangling_link_is_reported_not_failed(tmp_path, monkeypatch):
+    os.symlink(str(tmp_path / 'gone'), str(tmp_path / 'ml-env'))
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'))
+    assert result['link_exists'] is True and result['active_venv'] == str(tmp_path / 'gone')
+    assert result['target_python'] is False
+
+
+def test_real_directory_at_the_stable_path_is_refused(tmp_path, monkeypatch):
+    make_venv(str(tmp_path / 'ml-env'))
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'))
+    assert result.get('failed') is True
+    assert 'exists and is not a symlink' in result['msg'] and str(tmp_path / 'ml-env') in result['msg']
+
+
+@pytest.mark.parametrize('params, name', [
+    ({'link': 'ml-env'}, 'link'),
+    ({'link': ''}, 'link'),
+    ({'link': '/home/deploy/ml-env', 'venv': 'relative/venv'}, 'venv'),
+])
+def test_relative_paths_are_refused(params, name, monkeypatch):
+    result = run(monkeypatch, **params)
+    assert result.get('failed') is True
+    assert result['msg'].startswith('%s must be an absolute or ~/ path' % name)
