@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 
@@ -31,14 +32,29 @@ def read_history(path):
         return []
 
 
-def resolve(link, venv=''):
+def read_markers(venv, names):
+    """{name: parsed JSON of <venv>/<name>, or None when missing or unreadable}."""
+    markers = {}
+    for name in names:
+        if not name or os.path.isabs(name) or '..' in name.split('/'):
+            raise LinkError('markers must be relative paths under the venv without ".." (got %r)' % name)
+        try:
+            with open(os.path.join(venv, name)) as handle:
+                markers[name] = json.load(handle)
+        except (IOError, OSError, ValueError):
+            markers[name] = None
+    return markers
+
+
+def resolve(link, venv='', markers=()):
     """Read the stable path `link` and choose the venv to look at (`venv`, else the active one).
 
     Returns link_path, history_path, link_exists, active_venv (the link resolved
     to a real path, as ansible.builtin.stat's lnk_source), history (oldest
     first), target (no trailing slash) and target_python (<target>/bin/python
-    exists). Raises LinkError for a relative path or a stable path that is not
-    a symlink.
+    exists), and markers: the JSON files named in `markers` read from the
+    active venv ({} without one). Raises LinkError for a relative path or a
+    stable path that is not a symlink.
     """
     _check_path('link', link)
     if venv:
@@ -63,6 +79,7 @@ def resolve(link, venv=''):
         history=read_history(history_path),
         target=target,
         target_python=bool(target) and os.path.exists(os.path.join(target, 'bin', 'python')),
+        markers=read_markers(active_venv, markers) if active_venv else {},
     )
 
 

@@ -33,6 +33,13 @@ options:
       - The venv to look at, absolute or under C(~/). Empty means the venv the stable path points at.
     type: str
     default: ''
+  markers:
+    description:
+      - JSON files to read from the active venv, relative paths without C(..), for example
+        C(gpufleet-deployed.json) (the deploy key deploy.yml records); returned in RV(markers).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     description: Runs the same in check mode; it only reads.
@@ -88,6 +95,11 @@ target_python:
   description: Whether C(<target>/bin/python) exists.
   returned: always
   type: bool
+markers:
+  description: Each of O(markers) parsed, V(null) when missing or not JSON; empty without an active venv.
+  returned: always
+  type: dict
+  sample: {"gpufleet-deployed.json": {"key": "3f2a9c1e", "venv": "/home/deploy/ml-env-2026-11-20-3f2a9c1e"}}
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -100,11 +112,12 @@ def main():
         argument_spec=dict(
             link=dict(type='str', required=True),
             venv=dict(type='str', default=''),
+            markers=dict(type='list', elements='str', default=[]),
         ),
         supports_check_mode=True,
     )
     try:
-        state = resolve(module.params['link'], module.params['venv'])
+        state = resolve(module.params['link'], module.params['venv'], module.params['markers'])
     except LinkError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **state)

@@ -226,6 +226,16 @@ def test_unreachable_host_mid_run_then_converges(fleet, sandbox_ctl):
         assert r["sbx3"]["status"] == "unreachable", r["sbx3"]
         assert r["sbx1"]["status"] == "ok" and r["sbx2"]["status"] == "ok"
         assert report(fleet)["hosts"][0]["host"] == "sbx3"
+        # verify.yml while the host is still down: it has no separate connection
+        # check, so the verification itself must record the host as unreachable
+        # (not drop it), verify the others, and exit non-zero.
+        rc, out, _stats = play(fleet, VERIFY)
+        assert rc != 0, out[-4000:]
+        r = rows(fleet)
+        assert report(fleet)["mode"] == "verify"
+        assert r["sbx3"]["status"] == "unreachable", r["sbx3"]
+        assert r["sbx1"]["status"] == "ok" and r["sbx2"]["status"] == "ok", (r["sbx1"], r["sbx2"])
+        assert "sbx3: unreachable" in out, out[-4000:]
     finally:
         sandbox_ctl("start", "sbx3")
     rc, out, stats = play(fleet, DEPLOY)

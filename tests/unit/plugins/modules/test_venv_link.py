@@ -90,3 +90,21 @@ def test_relative_paths_are_refused(params, name, monkeypatch):
     result = run(monkeypatch, **params)
     assert result.get('failed') is True
     assert result['msg'].startswith('%s must be an absolute or ~/ path' % name)
+
+
+def test_markers_read_from_the_active_venv(tmp_path, monkeypatch):
+    active = make_venv(str(tmp_path / 'ml-env-a'))
+    os.symlink(active, str(tmp_path / 'ml-env'))
+    (tmp_path / 'ml-env-a' / 'gpufleet-deployed.json').write_text('{"key": "k1", "venv": "%s"}' % active)
+    (tmp_path / 'ml-env-a' / 'broken.json').write_text('{"key": ')
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'),
+                 markers=['gpufleet-deployed.json', 'broken.json', 'missing.json'])
+    assert result['markers'] == {'gpufleet-deployed.json': {'key': 'k1', 'venv': active},
+                                 'broken.json': None, 'missing.json': None}
+
+
+def test_markers_without_active_venv_and_outside_it(tmp_path, monkeypatch):
+    assert run(monkeypatch, link=str(tmp_path / 'ml-env'), markers=['gpufleet-deployed.json'])['markers'] == {}
+    os.symlink(make_venv(str(tmp_path / 'ml-env-a')), str(tmp_path / 'ml-env'))
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'), markers=['../../etc/shadow'])
+    assert result.get('failed') is True and 'markers must be relative paths' in result['msg']
