@@ -42,13 +42,9 @@ options:
       - V(0) waits for ever.
     type: int
     default: 60
+extends_documentation_fragment:
+  - gpufleet.inference.read_only
 attributes:
-  check_mode:
-    description: Runs the same in check mode; it only reads.
-    support: full
-  diff_mode:
-    description: Reports no differences; it changes nothing.
-    support: none
   facts:
     description: Returns C(gpufleet_gpu) under C(ansible_facts).
     support: full

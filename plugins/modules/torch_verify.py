@@ -181,13 +181,9 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - gpufleet.inference.read_only
 attributes:
-  check_mode:
-    description: Runs the same in check mode; it only reads.
-    support: full
-  diff_mode:
-    description: Reports no differences; it changes nothing.
-    support: none
   facts:
     description: Returns C(gpufleet_torch) under C(ansible_facts).
     support: full

@@ -40,13 +40,8 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    description: Runs the same in check mode; it only reads.
-    support: full
-  diff_mode:
-    description: Reports no differences; it changes nothing.
-    support: none
+extends_documentation_fragment:
+  - gpufleet.inference.read_only
 seealso:
   - module: gpufleet.inference.torch_verify
 '''
