@@ -31,9 +31,11 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import gpufleet_report  # noqa: E402  pylint: disable=wrong-import-position
 
 # The task every host passes through last (playbooks/tasks/finish.yml); a host
-# is done when it reaches it or when its connection is lost.
+# is done when it reaches it or when its connection is lost. The hosts of the
+# run are those with an event in the verification play (its first task runs
+# on every host before the second starts).
 FINISH_PREFIX = "Finish |"
-START_TASK = "Reach | Start the host's result record"
+VERIFY_PLAY = "Verify the fleet"
 
 
 class Progress:
@@ -57,14 +59,14 @@ class Progress:
     def __call__(self, event):
         data = event.get("event_data") or {}
         host = data.get("host")
-        kind = event.get("event")
+        kind = event.get("event") or ""
         if not host:
             return True
         with self.lock:
             task = data.get("task") or ""
-            if task == START_TASK and kind == "runner_on_ok":
+            if data.get("play") == VERIFY_PLAY and kind.startswith("runner_on_"):
                 self.hosts.add(host)
-            elif kind == "runner_on_unreachable" and host not in self.done:
+            if kind == "runner_on_unreachable" and host not in self.done:
                 self.hosts.add(host)
                 self.done[host] = "unreachable"
                 self._print(host, "unreachable")
