@@ -1,0 +1,42 @@
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin gpufleet.inference.check_vars: types and values in one task.
+
+ansible.builtin.validate_argument_spec checks the types of variables; the
+rules types cannot express (a path pattern, a lower bound, the keys of an
+expectation dict) are computed by the caller as a list of messages. One task
+instead of a validate_argument_spec followed by an assert: a local task costs
+the controller a worker per host, and fleet verification runs this on every
+host of the fleet.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action.validate_argument_spec import ActionModule as ValidateArgumentSpec
+
+
+class ActionModule(ValidateArgumentSpec):
+    """validate_argument_spec, plus the caller's own error messages."""
+
+    def run(self, tmp=None, task_vars=None):
+        args = dict(self._task.args)
+        errors = args.pop("errors", None) or []
+        if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
+            raise AnsibleError("check_vars: errors must be a list of messages, got %s" % type(errors).__name__)
+        # A message list may carry empty entries (a rule that passed renders to '').
+        errors = [e.strip() for e in errors if e.strip()]
+        self._task.args = args
+        result = super().run(tmp, task_vars)
+        type_errors = list(result.get("argument_errors") or [])
+        if not type_errors and not errors:
+            return result
+        result["failed"] = True
+        result["argument_errors"] = type_errors + errors
+        # The same wording as each check alone gave: validate_argument_spec's
+        # header for type errors, the rules' messages joined with '; '.
+        if type_errors:
+            result["msg"] = "Validation of arguments failed:\n%s" % "\n".join(type_errors + errors)
+        else:
+            result["msg"] = "; ".join(errors)
+        return result

@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+"""Action plugin check_vars: the type check and the caller's rules fail together, in one task."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from unittest.mock import MagicMock
+
+import pytest
+from ansible.errors import AnsibleError
+from ansible.parsing.dataloader import DataLoader
+from ansible.playbook.play_context import PlayContext
+from ansible.template import Templar
+
+from ansible_collections.gpufleet.inference.plugins.action.check_vars import ActionModule
+
+SPEC = {"keep": {"type": "int"}, "smoke": {"type": "bool"}, "link": {"type": "str"}}
+
+
+def run(args, task_vars=None):
+    task = MagicMock()
+    task.args = args
+    task.async_val = 0
+    task.check_mode = False
+    task.diff = False
+    loader = DataLoader()
+    action = ActionModule(task, MagicMock(), PlayContext(), loader, Templar(loader=loader), None)
+    return action.run(task_vars=task_vars or {})
+
+
+def test_passes_when_types_and_rules_pass():
+    res = run({"argument_spec": SPEC, "provided_arguments": {"keep": 2, "smoke": "yes"}, "errors": ["", " "]})
+    assert not res.get("failed")
+    assert res["msg"] == "The arg spec validation passed"
+
+
+def test_rules_alone_fail_joined_like_an_assert():
+    res = run({"argument_spec": SPEC, "provided_arguments": {"keep": 2},
+               "errors": ["keep must be >= 0 (got -1)", "", "link must be absolute (got 'x')"]})
+    assert res["failed"]
+    assert res["msg"] == "keep must be >= 0 (got -1); link must be absolute (got 'x')"
+    assert res["argument_errors"] == ["keep must be >= 0 (got -1)", "link must be absolute (got 'x')"]
+
+
+def test_type_errors_and_rules_are_reported_together():
+    res = run({"argument_spec": SPEC, "provided_arguments": {"smoke": "maybe"}, "errors": ["link must be absolute (got 'x')"]})
+    assert res["failed"]
+    lines = res["msg"].splitlines()
+    assert lines[0] == "Validation of arguments failed:"
+    assert "smoke" in lines[1] and "bool" in lines[1]
+    assert lines[2] == "link must be absolute (got 'x')"
+
+
+def test_values_not_provided_come_from_the_task_variables():
+    res = run({"argument_spec": SPEC}, task_vars={"keep": "many"})
+    assert res["failed"]
+    assert "'keep' is of type str" in res["msg"]
+
+
+@pytest.mark.parametrize("errors", ["one message", [1, 2], {"a": "b"}])
+def test_errors_must_be_a_list_of_messages(errors):
+    with pytest.raises(AnsibleError, match="errors must be a list of messages"):
+        run({"argument_spec": SPEC, "errors": errors})
