@@ -67,12 +67,10 @@ class Progress:
             if data.get("play") == VERIFY_PLAY and kind.startswith("runner_on_"):
                 self.hosts.add(host)
             if kind == "runner_on_unreachable" and host not in self.done:
-                self.hosts.add(host)
                 self.done[host] = "unreachable"
                 self._print(host, "unreachable")
             elif task.startswith(FINISH_PREFIX) and kind in ("runner_on_ok", "runner_on_skipped", "runner_on_failed") \
                     and host not in self.done:
-                self.hosts.add(host)
                 self.done[host] = "ok" if kind != "runner_on_failed" else "not ok"
                 self._print(host, self.done[host])
         return True

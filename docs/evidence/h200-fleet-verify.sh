@@ -80,6 +80,8 @@ PY
   done
 } >"$OUT/4-timing.txt" 2>&1
 cat "$OUT/4-timing.txt"
+# The logs name no machine's own paths: the checkout and $OUT are written as such.
+sed -i "s#$PWD#<repo>#g; s#$OUT#\$OUT#g" "$OUT"/[123].log "$OUT/summary.txt"
 mv "$OUT/1.log" "$OUT/1-verify.log"; mv "$OUT/2.log" "$OUT/2-drift.log"; mv "$OUT/3.log" "$OUT/3-check.log"
 rm -rf "$OUT"/t[0-9].log "$OUT"/reports-t[0-9] "$OUT/reports-3"
 exit $status

@@ -45,13 +45,9 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - gpufleet.inference.read_only
 attributes:
-  check_mode:
-    description: Runs the same in check mode; it only checks.
-    support: full
-  diff_mode:
-    description: Reports no differences; it changes nothing.
-    support: none
   action:
     description: Implemented by an action plugin that runs on the controller.
     support: full
