@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from ansible.module_utils.parsing.convert_bool import BOOLEANS, boolean
 
+from ansible_collections.gpufleet.inference.plugins.module_utils.kernel_checks import check_names
 from ansible_collections.gpufleet.inference.plugins.module_utils.verify import EXPECT_SPEC
 
 PATCH_ACTIONS = ("replacement", "insert_after", "insert_before")
@@ -71,6 +72,12 @@ def _expect_value_error(key, value):
         return "" if _is_number(value) else "a number"
     if kind == "bool":
         return "" if _is_bool(value) else "true or false"
+    if key == "kernels":
+        if not isinstance(value, (list, tuple)):
+            return "a list of kernel check names"
+        unknown = [v for v in value if v not in check_names()]
+        return "a list of kernel checks among %s; unknown: %s" % (
+            ", ".join(check_names()), ", ".join(repr(v) for v in unknown)) if unknown else ""
     if kind == "list":
         ok = isinstance(value, str) or (
             isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
@@ -107,6 +114,23 @@ def expect_errors(expect, name="gpufleet_expect"):
             allowed = _expect_value_error(key, value)
             if allowed:
                 errors.append("%s.%s must be %s (got %r)" % (name, key, allowed, value))
+    return errors
+
+
+def tolerance_errors(tolerances, name="gpufleet_kernel_tolerances"):
+    """Why TOLERANCES is not a dict of kernel check name -> positive number ([] when it is)."""
+    if tolerances is None:
+        return []
+    if not isinstance(tolerances, Mapping):
+        return ["%s must be a dict of kernel check name -> positive number (got %s %r)"
+                % (name, _kind(tolerances), tolerances)]
+    errors = []
+    for key in sorted(tolerances, key=str):
+        value = tolerances[key]
+        if key not in check_names():
+            errors.append("%s keys must be kernel checks among %s (got %r)" % (name, ", ".join(check_names()), key))
+        elif not _is_number(value) or not float(value) > 0:
+            errors.append("%s.%s must be a positive number (got %r)" % (name, key, value))
     return errors
 
 
@@ -160,4 +184,5 @@ class FilterModule(object):
         return {
             "expect_errors": expect_errors,
             "patch_rule_errors": patch_rule_errors,
+            "tolerance_errors": tolerance_errors,
         }

@@ -27,6 +27,20 @@ import sys
 import time
 
 PROBE_SCHEMA = 1
+# The extensions that have a built-in kernel check set (kernel_checks.SETS).
+EXTENSION_SETS = ('sgl_kernel', 'flashinfer')
+
+
+def helper(name):
+    """A module_utils helper: in the probe, the module that verify.probe_source's
+    prelude built from its source (the probe is one -c string, nothing on disk);
+    on the controller, the ordinary import."""
+    module = sys.modules.get('gpufleet_' + name)
+    if module is None:
+        import importlib
+
+        module = importlib.import_module('ansible_collections.gpufleet.inference.plugins.module_utils.' + name)
+    return module
 
 
 def _which(name, extra_dirs=()):
@@ -140,9 +154,12 @@ def _version_of(module, name):
     return None
 
 
-def import_modules(names):
+def import_modules(names, cuda_version=None, loaded=None):
+    """name -> {ok, version, error, undefined_symbol, causes, missing_library, diagnosis};
+    the imported modules go into loaded (name -> module) when it is given."""
     import importlib
 
+    describe = helper('probe_imports').describe_exception
     results = {}
     for name in names:
         entry = {'ok': False, 'version': None, 'error': None, 'undefined_symbol': None}
@@ -150,15 +167,86 @@ def import_modules(names):
             module = importlib.import_module(name)
         except Exception as exc:  # pylint: disable=broad-except
             # Extensions fail with ImportError, OSError, RuntimeError (version checks) ...
-            entry['error'] = _error_text(exc)
-            match = re.search(r'undefined symbol: (\S+)', str(exc))
-            if match:
-                entry['undefined_symbol'] = match.group(1)
+            # The outer message often hides the cause (a library built for
+            # another CUDA): the whole chain is read.
+            described = describe(exc, cuda_version)
+            entry['error'] = described['error']
+            entry['undefined_symbol'] = described['undefined_symbol']
+            entry['causes'] = described['causes']
+            entry['missing_library'] = described['missing_library']
+            if described['diagnosis']:
+                entry['diagnosis'] = described['diagnosis']
         else:
             entry['ok'] = True
             entry['version'] = _version_of(module, name)
+            if loaded is not None:
+                loaded[name] = module
         results[name] = entry
     return results
+
+
+def requirement_conflicts():
+    """Installed distributions whose pins on torch / torchvision / torchaudio
+    the installed versions contradict, as sentences; [] when they agree."""
+    imports = helper('probe_imports')
+    dists, installed = imports.installed_distributions()
+    return imports.pin_conflicts(imports.requirement_pins(dists), installed)
+
+
+def flashinfer_jit(params):
+    """Where flashinfer's JIT cache of this venv is, and whether the
+    precompiled flashinfer-jit-cache package makes compiling unnecessary.
+    Set before flashinfer is imported: the cache belongs to the venv (a
+    rollback keeps its own) unless the caller set FLASHINFER_WORKSPACE_BASE."""
+    if params.get('flashinfer_workspace_venv', True) and not os.environ.get('FLASHINFER_WORKSPACE_BASE'):
+        os.environ['FLASHINFER_WORKSPACE_BASE'] = sys.prefix
+    base = os.environ.get('FLASHINFER_WORKSPACE_BASE') or os.path.expanduser('~')
+    info = {'workspace': base, 'cache_dir': os.path.join(base, '.cache', 'flashinfer'), 'jit_cache_package': None}
+    try:
+        from importlib import metadata
+
+        info['jit_cache_package'] = metadata.version('flashinfer-jit-cache')
+    except Exception:  # pylint: disable=broad-except
+        pass
+    return info
+
+
+def kernel_devices(torch, facts):
+    """[(index, name, (major, minor))] of the CUDA devices, or the CPU when there is none."""
+    if not facts['device_count']:
+        return [('cpu', 'cpu', None)]
+    return [(d['index'], d['name'], tuple(int(x) for x in d['compute_capability'].split('.')))
+            for d in facts['devices']]
+
+
+def kernel_checks(torch, params, facts, loaded):
+    """Run the check sets: torch's low-precision GEMMs with the smoke test or
+    the kernel checks, each extension's set with the kernel checks."""
+    import importlib
+    try:
+        from importlib.util import find_spec
+    except ImportError:  # Python 2 has no kernel checks to run anyway
+        find_spec = None
+    checks = helper('kernel_checks')
+    sets = ['torch'] if params.get('smoke') or params.get('kernels') else []
+    modules = {'torch': torch}
+    if params.get('kernels'):
+        for name in EXTENSION_SETS:
+            sets.append(name)
+            entry = facts['imports'].get(name)
+            if name in loaded:
+                modules[name] = loaded[name]
+            elif entry is not None:
+                modules[name] = entry.get('diagnosis') or entry.get('error')
+            elif find_spec is not None and find_spec(name) is not None:
+                # Installed but not in imports: its checks still run (and its import is reported).
+                facts['imports'].update(import_modules([name], facts['torch_cuda_version'], loaded))
+                modules[name] = loaded.get(name) or facts['imports'][name]['error']
+    jit_dirs = {}
+    if 'flashinfer' in sets and facts.get('flashinfer_jit'):
+        jit_dirs['flashinfer'] = facts['flashinfer_jit']['cache_dir']
+    return checks.run_checks(torch, sets, modules, kernel_devices(torch, facts),
+                             tolerances=params.get('kernel_tolerances') or {}, jit_dirs=jit_dirs)
 
 
 def _finite_or_none(value):
@@ -318,6 +406,10 @@ def empty_facts():
         'imports': {},
         'smoke': [],
         'smoke_error': None,
+        'kernels': [],
+        'kernels_error': None,
+        'flashinfer_jit': None,
+        'requirement_conflicts': None,
         'packages': {},
         'markers': {},
     }
@@ -336,6 +428,9 @@ def run(params):
     if params.get('packages'):
         facts['packages'] = installed_packages()
     facts['markers'] = read_markers(params.get('markers') or [])
+    facts['flashinfer_jit'] = flashinfer_jit(params)
+    if params.get('consistent'):
+        facts['requirement_conflicts'] = requirement_conflicts()
 
     started = time.time()
     try:
@@ -348,7 +443,8 @@ def run(params):
     if torch is not None:
         facts['torch_importable'] = True
         torch_facts(torch, facts)
-        facts['imports'] = import_modules(params.get('imports') or [])
+        loaded = {}
+        facts['imports'] = import_modules(params.get('imports') or [], facts['torch_cuda_version'], loaded)
         if params.get('smoke'):
             if facts['device_count']:
                 facts['smoke'] = smoke(torch, int(params.get('smoke_size', 8192)),
@@ -356,6 +452,14 @@ def run(params):
                                        params.get('smoke_dtypes') or ['bfloat16', 'float16'])
             else:
                 facts['smoke_error'] = 'no CUDA device to run on (torch.cuda.is_available() is %s)' % facts['cuda_available']
+        if params.get('smoke') or params.get('kernels'):
+            try:
+                facts['kernels'] = kernel_checks(torch, params, facts, loaded)
+            except Exception as exc:  # pylint: disable=broad-except
+                # The engine itself broke: say so, never report the checks as passed.
+                import traceback
+
+                facts['kernels_error'] = '%s\n%s' % (_error_text(exc), traceback.format_exc()[-2000:])
 
     facts['libcudart'] = parse_ldconfig(_finish(ldconfig_proc)[1])
     facts['nvcc_version'] = parse_nvcc(_finish(nvcc_proc)[1])

@@ -15,7 +15,10 @@ import fnmatch
 import json
 import re
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import torch_probe
+from ansible_collections.gpufleet.inference.plugins.module_utils import kernel_checks, probe_imports, torch_probe
+
+# module_utils the probe needs, sent inside its one -c string (torch_probe.helper).
+PROBE_HELPERS = (('kernel_checks', kernel_checks), ('probe_imports', probe_imports))
 
 # The probe's own exit when its alarm fires (default SIGALRM action).
 TIMED_OUT_RC = -14
@@ -32,6 +35,8 @@ EXPECT_SPEC = dict(
     min_smoke_tflops=dict(type='float'),
     cxx11_abi=dict(type='bool'),
     imports=dict(type='list', elements='str', default=[]),
+    kernels=dict(type='list', elements='str', default=[]),
+    consistent=dict(type='bool'),
 )
 
 SMOKE_DTYPES = ('bfloat16', 'float16')
@@ -41,17 +46,32 @@ class ProbeError(Exception):
     """The probe gave no usable answer; msg says why."""
 
 
-def probe_source():
-    """The probe's source text, read from wherever the module_utils were loaded
+def module_source(module):
+    """A module's source text, read from wherever the module_utils were loaded
     (the AnsiballZ zip on a target, the checkout in unit tests)."""
-    loader = getattr(torch_probe, '__loader__', None)
+    loader = getattr(module, '__loader__', None)
     source = None
     if loader is not None and hasattr(loader, 'get_source'):
-        source = loader.get_source(torch_probe.__name__)
+        source = loader.get_source(module.__name__)
     if not source:
-        with open(torch_probe.__file__) as handle:
+        with open(module.__file__) as handle:
             source = handle.read()
     return source
+
+
+def probe_source():
+    """The probe as one program: a prelude that builds the helper modules from
+    their sources (as gpufleet_<name> in sys.modules), then torch_probe."""
+    prelude = ['import sys as _gpufleet_sys, types as _gpufleet_types']
+    for name, module in PROBE_HELPERS:
+        prelude.append(
+            '_gpufleet_m = _gpufleet_types.ModuleType(%r)\n'
+            'exec(compile(%r, %r, "exec"), _gpufleet_m.__dict__)\n'
+            '_gpufleet_sys.modules[%r] = _gpufleet_m' % ('gpufleet_' + name, module_source(module), name + '.py',
+                                                        'gpufleet_' + name))
+    # A __future__ import must open a program; in Python 3 these are no-ops.
+    main = re.sub(r'(?m)^from __future__ import .*$', '', module_source(torch_probe))
+    return '\n'.join(prelude) + '\n' + main
 
 
 def probe_argv(python, params, isolated=True):
@@ -118,6 +138,25 @@ def _device_label(entry):
     return 'device %s (%s)' % (entry.get('device', entry.get('index')), entry.get('name'))
 
 
+def check_kernels(facts):
+    """Every failed kernel check, and a kernel engine that broke; skips are not failures here
+    (expect.kernels makes a skip of a required check one)."""
+    failures = []
+    if facts.get('kernels_error'):
+        failures.append('kernels: expected the kernel checks to run, found %s' % facts['kernels_error'].splitlines()[0])
+    for entry in facts.get('kernels') or []:
+        if entry.get('status') == 'failed':
+            failures.append('kernels: expected %s to match fp32 on %s, found %s'
+                            % (entry['check'], _kernel_device(entry), entry.get('reason')))
+    return failures
+
+
+def _kernel_device(entry):
+    if entry.get('device') == 'cpu':
+        return 'the CPU'
+    return 'device %s (%s)' % (entry.get('device'), entry.get('device_name'))
+
+
 def check_health(facts, smoke_requested, tolerance):
     """Failures that need no expectation: no torch, non-finite or wrong smoke results."""
     failures = []
@@ -182,6 +221,23 @@ def check_expectations(expect, facts):
                      '%s %s on %s' % (entry.get('tflops'), entry['dtype'], _device_label(entry)))
     if 'cxx11_abi' in expect and expect['cxx11_abi'] != facts.get('cxx11_abi'):
         fail('cxx11_abi', expect['cxx11_abi'], facts.get('cxx11_abi'))
+    if 'kernels' in expect:
+        results = facts.get('kernels') or []
+        for name in expect['kernels']:
+            entries = [entry for entry in results if entry.get('check') == name]
+            if not entries:
+                fail('kernels', '%s to pass' % name, 'it did not run (kernel checks off, or torch did not import)')
+            for entry in entries:
+                if entry.get('status') == 'skipped':
+                    fail('kernels', '%s to pass on %s' % (name, _kernel_device(entry)), 'skipped: %s' % entry.get('reason'))
+                elif entry.get('status') != 'ok':
+                    fail('kernels', '%s to pass on %s' % (name, _kernel_device(entry)), entry.get('reason'))
+    if expect.get('consistent') and facts.get('torch_importable'):
+        conflicts = facts.get('requirement_conflicts')
+        if conflicts is None:
+            fail('consistent', 'the installed distributions to agree with their pins', 'not checked')
+        for conflict in conflicts or []:
+            fail('consistent', 'the installed distributions to agree with their pins', conflict)
     for name in expect.get('imports', []):
         entry = (facts.get('imports') or {}).get(name)
         if entry is None:

@@ -70,6 +70,33 @@ options:
       - Run the matrix product smoke test on every CUDA device. Fails when torch sees no device.
     type: bool
     default: false
+  kernels:
+    description:
+      - Run the kernel checks (P(gpufleet.inference.torch_verify#module) docs, I(Kernel checks)) on every
+        GPU, or on the CPU where an op has a CPU kernel and the host has no GPU: the low-precision GEMMs of torch
+        (FP8 e4m3 per-tensor C(torch._scaled_mm) on compute capability >= 8.9, NVFP4 on >= 10.0) and the
+        built-in check sets of C(sgl_kernel) (rmsnorm, fused_add_rmsnorm, silu_and_mul, fp8_scaled_mm,
+        cutlass_scaled_fp4_mm) and C(flashinfer) (norm.rmsnorm, activation.silu_and_mul, top-k sampling at
+        k=1 against argmax, gemm.mm_fp4 per backend), each against an fp32 torch reference of the same inputs,
+        over several numbers of rows M.
+      - Every check is listed in RV(ansible_facts.gpufleet_torch.kernels) as ok, failed (with what) or skipped
+        (with why). A failed check fails the module; a skipped one fails it only when O(expect.kernels)
+        requires it.
+      - V(true) as well when O(expect.kernels) is set. O(smoke=true) runs the torch GEMMs too.
+    type: bool
+    default: false
+  kernel_tolerances:
+    description:
+      - Largest accepted relative error C(||out - ref|| / ||ref||) per check name, overriding the built-in one.
+    type: dict
+    default: {}
+  flashinfer_workspace_venv:
+    description:
+      - Keep flashinfer's JIT cache in the verified venv (C(FLASHINFER_WORKSPACE_BASE) = the venv's root, so
+        the cache is C(<venv>/.cache/flashinfer)) unless O(environment) sets C(FLASHINFER_WORKSPACE_BASE).
+        A rollback then keeps the cache compiled for its own flashinfer.
+    type: bool
+    default: true
   smoke_size:
     description:
       - Size N of the N x N matrices of the smoke test.
@@ -135,6 +162,19 @@ options:
         type: list
         elements: str
         default: []
+      kernels:
+        description:
+          - Kernel checks that must pass on every device, by name (C(sgl_kernel.rmsnorm),
+            C(torch.fp8_scaled_mm), ...). A required check that was skipped fails, naming why. Sets O(kernels=true).
+        type: list
+        elements: str
+        default: []
+      consistent:
+        description:
+          - The installed distributions must agree with each other's pins on torch, torchvision and
+            torchaudio (read from their metadata), for example
+            C(torchvision 0.24.1 requires torch==2.9.1, installed torch is 2.11.0+cu130).
+        type: bool
   timeout:
     description:
       - Seconds the probe may run, smoke test included; the probe ends itself with an alarm after that.
@@ -435,6 +475,44 @@ ansible_facts:
           description: Why the smoke test could not run, else V(null).
           type: str
           sample: null
+        kernels:
+          description: One entry per kernel check and device, skipped ones included; empty when no check ran.
+          type: list
+          elements: dict
+          contains:
+            check: {description: 'C(<set>.<name>).', type: str, sample: sgl_kernel.rmsnorm}
+            set: {description: C(torch), C(sgl_kernel) or C(flashinfer)., type: str}
+            device: {description: GPU index, or C(cpu) on a host without GPU., type: raw}
+            device_name: {description: Device name., type: str}
+            status: {description: C(ok), C(failed) or C(skipped)., type: str}
+            reason: {description: 'What failed (non-finite count, all zeros, relative error vs tolerance, the exception) or why it was skipped.', type: str}
+            relative_error: {description: 'Worst C(||out - ref|| / ||ref||) over the sweep.', type: float}
+            tolerance: {description: The tolerance applied., type: float}
+            nonfinite: {description: NaN/Inf elements over the sweep., type: int}
+            sizes: {description: The numbers of rows M swept., type: list, elements: int}
+            failed_sizes: {description: The M that failed., type: list, elements: int}
+            seconds: {description: Wall time of the check, compile included., type: float}
+            compiled: {description: 'Whether a JIT compile happened during the check (flashinfer), V(null) where not tracked.', type: bool}
+            compile_seconds: {description: Seconds of the first call when it compiled., type: float}
+            tflops: {description: TFLOP/s of a GEMM check at its largest M., type: float}
+          sample:
+            - {check: sgl_kernel.rmsnorm, set: sgl_kernel, device: 0, device_name: NVIDIA H200, status: failed,
+               reason: "relative error 0.41 > tolerance 0.005 at M=128, 1024", relative_error: 0.41, tolerance: 0.005,
+               nonfinite: 0, sizes: [1, 7, 128, 1024], failed_sizes: [128, 1024], seconds: 0.01, compiled: null,
+               compile_seconds: null, tflops: null}
+        kernels_error:
+          description: The kernel check engine's own error, else V(null); a failure, never a pass.
+          type: str
+        flashinfer_jit:
+          description: Where flashinfer's JIT cache is (C(workspace), C(cache_dir)), and the installed
+            C(flashinfer-jit-cache) version (C(jit_cache_package)), V(null) when absent.
+          type: dict
+        requirement_conflicts:
+          description: With O(expect.consistent), the installed distributions whose pins on torch, torchvision or
+            torchaudio the installed versions contradict, as sentences; V(null) when not checked.
+          type: list
+          elements: str
+          sample: ["torchvision 0.24.1 requires torch==2.9.1, installed torch is 2.11.0+cu130"]
         packages:
           description: Installed distributions by name, with O(packages=true); else empty.
           type: dict
@@ -454,6 +532,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.inference.plugins.module_utils import kernel_checks
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE, gather
 from ansible_collections.gpufleet.inference.plugins.module_utils.venv_link import (
     LinkError,
@@ -466,6 +545,7 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
     ProbeError,
     check_expectations,
     check_health,
+    check_kernels,
     diagnose_undefined_symbols,
     parse_probe_output,
     probe_argv,
@@ -500,6 +580,9 @@ def main():
             smoke_iterations=dict(type='int', default=10),
             smoke_dtypes=dict(type='list', elements='str', choices=list(SMOKE_DTYPES), default=list(SMOKE_DTYPES)),
             smoke_tolerance=dict(type='float', default=0.02),
+            kernels=dict(type='bool', default=False),
+            kernel_tolerances=dict(type='dict', default={}),
+            flashinfer_workspace_venv=dict(type='bool', default=True),
             expect=dict(type='dict', default={}, options=EXPECT_SPEC),
             timeout=dict(type='int', default=300),
             isolated=dict(type='bool', default=True),
@@ -553,6 +636,20 @@ def main():
             module.fail_json(msg='markers: expected relative paths under the venv without "..", found %r' % name,
                              probed=False, **extra)
 
+    known = kernel_checks.check_names()
+    for name in params['expect']['kernels']:
+        if name not in known:
+            module.fail_json(msg='expect.kernels: %r is not a kernel check; allowed: %s' % (name, ', '.join(known)),
+                             probed=False, **extra)
+    for name, value in params['kernel_tolerances'].items():
+        if name not in known:
+            module.fail_json(msg='kernel_tolerances: %r is not a kernel check; allowed: %s' % (name, ', '.join(known)),
+                             probed=False, **extra)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            module.fail_json(msg='kernel_tolerances: %s must be a positive number (got %r)' % (name, value),
+                             probed=False, **extra)
+    kernels = params['kernels'] or bool(params['expect']['kernels'])
+
     imports = list(params['imports'])
     imports.extend(name for name in params['expect']['imports'] if name not in imports)
     probe_params = dict(
@@ -561,6 +658,10 @@ def main():
         smoke_size=params['smoke_size'],
         smoke_iterations=params['smoke_iterations'],
         smoke_dtypes=params['smoke_dtypes'],
+        kernels=kernels,
+        kernel_tolerances=params['kernel_tolerances'],
+        flashinfer_workspace_venv=params['flashinfer_workspace_venv'] and 'FLASHINFER_WORKSPACE_BASE' not in params['environment'],
+        consistent=bool(params['expect']['consistent']),
         timeout=params['timeout'],
         packages=params['packages'],
         markers=params['markers'],
@@ -585,6 +686,7 @@ def main():
     diagnose_undefined_symbols(facts, demangle(module, symbols))
 
     mismatches = check_health(facts, params['smoke'], params['smoke_tolerance'])
+    mismatches.extend(check_kernels(facts))
     mismatches.extend(check_expectations(params['expect'], facts))
     result = dict(changed=False, mismatches=mismatches, probed=True, ansible_facts=dict(facts_out, gpufleet_torch=facts), **extra)
     if mismatches:

@@ -35,6 +35,11 @@ TRACKED = (
     ("active venv", "active_venv"),
 )
 
+# Kernel checks whose TFLOP/s go next to the smoke bf16/fp16 figures (check -> label).
+KERNEL_TFLOPS = {"torch.fp8_scaled_mm": "fp8", "torch.nvfp4_scaled_mm": "fp4"}
+# The order of the TFLOP/s labels of one device: smoke dtypes (sorted) first, then these.
+_TFLOPS_LAST = ("fp8", "fp4")
+
 _EXPECT_ITEM = re.compile(r"(?P<name>[A-Za-z0-9_.\[\]-]+): expected (?P<expected>.*?), found (?P<found>[^;\n]*?)\s*(?=;|\n|$)")
 _LOCK_LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:===|==|\s@\s)\s*(?P<version>\S.*?)\s*$")
 
@@ -147,11 +152,24 @@ def _gpu_summary(gpus):
     return ", ".join("%dx %s" % (c, n) for n, c in sorted(counts.items()))
 
 
-def _smoke(torch):
-    """Per-device smoke TFLOP/s: [{device, <dtype>: tflops, ...}].
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-    torch_verify lists one entry per device and dtype
-    ({device, dtype, tflops, nonfinite, relative_error, ...}).
+
+def _kernel_entries(torch):
+    entries = (torch or {}).get("kernels")
+    if not isinstance(entries, list):
+        return []
+    return [k for k in entries if isinstance(k, dict)]
+
+
+def _smoke(torch):
+    """Per-device TFLOP/s: [{device, <dtype>: tflops, ..., fp8, fp4}].
+
+    torch_verify lists one smoke entry per device and dtype
+    ({device, dtype, tflops, nonfinite, relative_error, ...}); the FP8 and
+    NVFP4 GEMM kernel checks (KERNEL_TFLOPS) add "fp8"/"fp4" for the devices
+    where they passed.
     """
     by_device = {}
     for item in (torch or {}).get("smoke") or []:
@@ -159,9 +177,87 @@ def _smoke(torch):
             continue
         dev = item.get("device", 0)
         entry = by_device.setdefault(dev, {"device": dev})
-        if isinstance(item.get("tflops"), (int, float)):
+        if _number(item.get("tflops")):
             entry[str(item.get("dtype") or "tflops")] = item["tflops"]
+    for item in _kernel_entries(torch):
+        label = KERNEL_TFLOPS.get(item.get("check"))
+        if label is None or item.get("status") != "ok" or not _number(item.get("tflops")):
+            continue
+        dev = item.get("device", 0)
+        entry = by_device.setdefault(dev, {"device": dev})
+        entry.setdefault(label, item["tflops"])
     return [by_device[k] for k in sorted(by_device, key=str)]
+
+
+def _kernel_device(dev):
+    return "cpu" if dev == "cpu" else "gpu%s" % dev
+
+
+def _kernels(torch):
+    """Summary of torch_verify's kernel checks (``torch.kernels``, one entry per check and device).
+
+    Counts are per entry; the names (``failed_checks``, ``skipped_checks``,
+    ``compiled``) are unique, in the order torch_verify listed them.
+    ``problems`` groups the entries that did not pass by check, status and
+    reason (failed first, then skipped) with the devices each applies to.
+    """
+    entries = _kernel_entries(torch)
+    error = (torch or {}).get("kernels_error") or None
+    out = {"ran": bool(entries), "total": len(entries), "passed": 0, "failed": 0, "skipped": 0,
+           "failed_checks": [], "skipped_checks": [], "problems": [], "compiled": [], "compile_seconds": None,
+           "error": str(error) if error is not None else None}
+    groups = {}
+    compile_seconds = 0.0
+    any_compile_time = False
+    for k in entries:
+        name = str(k.get("check") or "?")
+        status = k.get("status")
+        # Anything but ok/skipped (an unknown status, a missing one) counts as a failure.
+        status = status if status in ("ok", "skipped") else "failed"
+        out["passed" if status == "ok" else status] += 1
+        if status != "ok":
+            names = out["failed_checks" if status == "failed" else "skipped_checks"]
+            if name not in names:
+                names.append(name)
+            key = (status, name, k.get("reason"))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = {"check": name, "status": status, "reason": k.get("reason"), "devices": [],
+                                       "device_name": k.get("device_name")}
+                out["problems"].append(group)
+            group["devices"].append(k.get("device"))
+        if k.get("compiled") is True and name not in out["compiled"]:
+            out["compiled"].append(name)
+        if _number(k.get("compile_seconds")):
+            compile_seconds += k["compile_seconds"]
+            any_compile_time = True
+    out["problems"].sort(key=lambda g: 0 if g["status"] == "failed" else 1)  # stable: listed order within each
+    if any_compile_time:
+        out["compile_seconds"] = round(compile_seconds, 3)
+    if entries:
+        parts = ["%d ok" % out["passed"]]
+        if out["failed"]:
+            parts.append("%d failed (%s)" % (out["failed"], ", ".join(out["failed_checks"])))
+        if out["skipped"]:
+            parts.append("%d skipped" % out["skipped"])
+        summary = ", ".join(parts)
+        if out["error"]:
+            summary += "; error: " + _one_line(out["error"], 120)
+    else:
+        summary = "not run" + (": " + _one_line(out["error"], 120) if out["error"] else "")
+    out["summary"] = summary
+    return out
+
+
+def _requirement_conflicts(entry, torch):
+    raw = (torch or {}).get("requirement_conflicts")
+    if raw in (None, "", []):
+        raw = entry.get("requirement_conflicts")
+    if raw in (None, "", []):
+        return []
+    if isinstance(raw, str):
+        raw = [raw]
+    return [str(c) for c in raw if c not in (None, "")]
 
 
 def _import_version(torch, name):
@@ -206,6 +302,8 @@ def host_row(name, entry, previous_row, lock_dir, mode):
         "flashinfer_version": _import_version(torch, "flashinfer") or packages.get("flashinfer-python"),
         "sgl_kernel_abi_key": entry.get("sgl_kernel_abi_key"),
         "smoke_tflops": _smoke(torch),
+        "kernels": _kernels(torch),
+        "requirement_conflicts": _requirement_conflicts(entry, torch),
         "expectation_failures": parse_expectation_failures("\n".join(entry.get("mismatches") or []) or entry.get("message"))
         if status == "failed" else [],
         "changes": [],
@@ -324,16 +422,66 @@ def _env():
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["tflops"] = format_tflops
     env.filters["md"] = lambda s: str("" if s is None else s).replace("|", "\\|").replace("\n", " ")
+    env.filters["kernels"] = format_kernels
+    env.filters["kernel_notes"] = kernel_notes
+    env.filters["has_notes"] = has_notes
     return env
+
+
+def _tflops_order(key):
+    return (key in _TFLOPS_LAST, _TFLOPS_LAST.index(key) if key in _TFLOPS_LAST else 0, key)
 
 
 def format_tflops(smoke):
     parts = []
     for d in smoke or []:
-        vals = ", ".join("%s %.1f" % (k, v) for k, v in sorted(d.items()) if k != "device" and isinstance(v, (int, float)))
+        vals = ", ".join("%s %.1f" % (k, v) for k, v in sorted(d.items(), key=lambda kv: _tflops_order(kv[0]))
+                         if k != "device" and _number(v))
         if vals:
-            parts.append("gpu%s: %s" % (d.get("device"), vals))
+            parts.append("%s: %s" % (_kernel_device(d.get("device")), vals))
     return "; ".join(parts) or "-"
+
+
+def format_kernels(row):
+    """The "kernels" cell: ``12 ok, 1 failed (sgl_kernel.rmsnorm), 3 skipped`` or ``not run``."""
+    kernels = row.get("kernels") if isinstance(row, dict) else None
+    if not isinstance(kernels, dict):  # a report written before the kernel checks
+        return "not run"
+    return kernels.get("summary") or "not run"
+
+
+def _devices(devices):
+    devs = [_kernel_device(d) for d in devices or []]
+    return ", ".join(devs) if devs else "?"
+
+
+def has_notes(row):
+    """Whether the row deserves its Markdown section for the kernel checks alone:
+    a failed check, a JIT compile, the kernel run's error or a requirement conflict
+    (skipped checks alone do not: a GPU without FP4 skips the same checks every run)."""
+    if not isinstance(row, dict):
+        return False
+    kernels = row.get("kernels") if isinstance(row.get("kernels"), dict) else {}
+    return bool(kernels.get("failed") or kernels.get("compiled") or kernels.get("error") or row.get("requirement_conflicts"))
+
+
+def kernel_notes(row):
+    """Plain-text detail lines for one row's kernel checks: failures and skips with their
+    reasons, JIT compiles, the kernel run's error. Empty when there is nothing to say."""
+    if not isinstance(row, dict):
+        return []
+    notes = []
+    kernels = row.get("kernels") if isinstance(row.get("kernels"), dict) else {}
+    for p in kernels.get("problems") or []:
+        notes.append("kernel %s %s on %s%s" % (p.get("check"), p.get("status"), _devices(p.get("devices")),
+                                               ": %s" % p["reason"] if p.get("reason") else ""))
+    if kernels.get("compiled"):
+        secs = kernels.get("compile_seconds")
+        notes.append("JIT compiled during the checks: %s%s" % (", ".join(kernels["compiled"]),
+                                                               " (%.1f s in all)" % secs if _number(secs) else ""))
+    if kernels.get("error"):
+        notes.append("kernel checks error: %s" % _one_line(kernels["error"]))
+    return notes
 
 
 def render(report, kind):

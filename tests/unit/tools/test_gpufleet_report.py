@@ -157,3 +157,131 @@ def test_cli_refuses_bad_input(tmp_path, payload):
                          input=payload, capture_output=True, text=True, env=env, check=False)
     assert out.returncode == 2 and "gpufleet_report" in out.stderr
     assert not (tmp_path / "fleet-report.json").exists()
+
+
+def kernel(check, device=0, status="ok", reason=None, tflops=None, compiled=None, compile_seconds=None):
+    return {"check": check, "set": check.split(".", 1)[0], "device": device, "device_name": "NVIDIA H200",
+            "status": status, "reason": reason, "relative_error": 0.001 if status == "ok" else None,
+            "tolerance": 0.008, "nonfinite": 0, "sizes": [1, 16, 128, 1024], "failed_sizes": [],
+            "seconds": 0.004, "compiled": compiled, "compile_seconds": compile_seconds, "tflops": tflops}
+
+
+def kernel_entry(kernels, kernels_error=None, conflicts=None, gpus=8):
+    entry = ok_entry(gpus=gpus)
+    entry["torch"] = dict(entry["torch"], kernels=kernels, kernels_error=kernels_error)
+    if conflicts is not None:
+        entry["torch"]["requirement_conflicts"] = conflicts
+    return entry
+
+
+KERNELS = [
+    kernel("torch.fp8_scaled_mm", 0, tflops=1384.2),
+    kernel("torch.fp8_scaled_mm", 1, tflops=1370.04),
+    kernel("torch.nvfp4_scaled_mm", 0, tflops=2901.5),
+    kernel("torch.nvfp4_scaled_mm", 1, status="skipped", reason="op not in this version", tflops=2000.0),
+    kernel("sgl_kernel.skipme", 0, status="skipped", reason="op not in this version"),
+    kernel("sgl_kernel.skipme", 1, status="skipped", reason="op not in this version"),
+    kernel("sgl_kernel.rmsnorm", 0),
+    kernel("sgl_kernel.rmsnorm", 1, status="failed", reason="relative error 0.41 > tolerance 0.008 at M=128, 1024"),
+    kernel("flashinfer.mm_fp4.cutlass", 0, compiled=True, compile_seconds=39.1),
+    kernel("flashinfer.mm_fp4.cutlass", 1, status="failed", reason="<script>alert(1)</script>",
+           compiled=True, compile_seconds=0.25),
+    kernel("flashinfer.rmsnorm", 0, compiled=False, compile_seconds=None),
+]
+
+
+def test_kernel_summary_counts_and_failed_names_first():
+    row = rep.build_report(run("verify", a=kernel_entry(KERNELS)), now=NOW)["hosts"][0]
+    k = row["kernels"]
+    assert (k["ran"], k["total"], k["passed"], k["failed"], k["skipped"]) == (True, 11, 6, 2, 3)
+    assert k["failed_checks"] == ["sgl_kernel.rmsnorm", "flashinfer.mm_fp4.cutlass"]
+    assert k["skipped_checks"] == ["torch.nvfp4_scaled_mm", "sgl_kernel.skipme"]
+    assert k["summary"] == "6 ok, 2 failed (sgl_kernel.rmsnorm, flashinfer.mm_fp4.cutlass), 3 skipped"
+    # Failed first, then skipped; same check+reason on several devices is one problem.
+    assert [(p["status"], p["check"], p["devices"]) for p in k["problems"]] == [
+        ("failed", "sgl_kernel.rmsnorm", [1]),
+        ("failed", "flashinfer.mm_fp4.cutlass", [1]),
+        ("skipped", "torch.nvfp4_scaled_mm", [1]),
+        ("skipped", "sgl_kernel.skipme", [0, 1])]
+    assert k["problems"][0]["reason"] == "relative error 0.41 > tolerance 0.008 at M=128, 1024"
+    assert k["problems"][3]["reason"] == "op not in this version"
+    assert k["compiled"] == ["flashinfer.mm_fp4.cutlass"] and k["compile_seconds"] == 39.35
+    assert k["error"] is None
+    assert row["requirement_conflicts"] == []
+
+
+def test_fp8_and_fp4_tflops_per_device_only_when_ok():
+    row = rep.build_report(run("verify", a=kernel_entry(KERNELS)), now=NOW)["hosts"][0]
+    assert row["smoke_tflops"] == [
+        {"device": 0, "bfloat16": 301.5, "float16": 310.25, "fp8": 1384.2, "fp4": 2901.5},
+        {"device": 1, "fp8": 1370.04}]  # fp4 on gpu1 was skipped: its tflops are not shown
+    assert rep.format_tflops(row["smoke_tflops"]) == (
+        "gpu0: bfloat16 301.5, float16 310.2, fp8 1384.2, fp4 2901.5; gpu1: fp8 1370.0")
+    # A failed GEMM check's figure is left out too, and CPU runs are labelled as such.
+    smoke = rep.build_report(run("verify", a=kernel_entry([
+        kernel("torch.fp8_scaled_mm", 0, status="failed", reason="nan", tflops=9.0),
+        kernel("torch.fp8_scaled_mm", "cpu", tflops=0.5)])), now=NOW)["hosts"][0]["smoke_tflops"]
+    assert smoke == [{"device": 0, "bfloat16": 301.5, "float16": 310.25}, {"device": "cpu", "fp8": 0.5}]
+    assert rep.format_tflops(smoke).endswith("; cpu: fp8 0.5")
+
+
+def test_kernel_column_and_details_in_renderings(tmp_path):
+    conflicts = ["torchvision 0.24.1 requires torch==2.9.1, installed torch is 2.11.0+cu130"]
+    report = rep.build_report(run("verify", a=kernel_entry(KERNELS, conflicts=conflicts), b=ok_entry()), now=NOW)
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert rows["a"]["requirement_conflicts"] == conflicts
+    assert rows["b"]["kernels"]["ran"] is False and rows["b"]["kernels"]["summary"] == "not run"
+    paths = rep.write_report(report, str(tmp_path))
+    with open(paths["html"], encoding="utf-8") as fh:
+        html = fh.read()
+    with open(paths["md"], encoding="utf-8") as fh:
+        md = fh.read()
+    with open(paths["json"], encoding="utf-8") as fh:
+        data = {r["host"]: r for r in json.load(fh)["hosts"]}
+    summary = "6 ok, 2 failed (sgl_kernel.rmsnorm, flashinfer.mm_fp4.cutlass), 3 skipped"
+    # The reason with markup is escaped in HTML, kept verbatim in JSON.
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert data["a"]["kernels"]["problems"][1]["reason"] == "<script>alert(1)</script>"
+    assert data["a"]["requirement_conflicts"] == conflicts
+    assert data["a"]["kernels"]["compiled"] == ["flashinfer.mm_fp4.cutlass"]
+    assert "<td>%s</td>" % summary in html and "<td>not run</td>" in html
+    assert "kernel sgl_kernel.rmsnorm failed on gpu1: relative error 0.41" in html
+    assert "kernel sgl_kernel.skipme skipped on gpu0, gpu1: op not in this version" in html
+    assert "JIT compiled during the checks: flashinfer.mm_fp4.cutlass (39.4 s in all)" in html
+    assert "torchvision 0.24.1 requires torch==2.9.1" in html
+    assert "| kernels |" in md and "| %s |" % summary in md and "| not run |" in md
+    assert "fp8 1384.2, fp4 2901.5" in md
+    # The ok host with a failing kernel, a compile and a conflict gets its own section; the plain one does not.
+    assert "## a: ok" in md and "## b:" not in md
+    assert "- kernel sgl_kernel.rmsnorm failed on gpu1: relative error 0.41 > tolerance 0.008 at M=128, 1024" in md
+    assert "- JIT compiled during the checks: flashinfer.mm_fp4.cutlass (39.4 s in all)" in md
+    assert "- requirement conflict: torchvision 0.24.1 requires torch==2.9.1, installed torch is 2.11.0+cu130" in md
+
+
+def test_kernels_not_run_and_error():
+    report = rep.build_report(run("verify", a=kernel_entry([], kernels_error="ImportError: no sgl_kernel"),
+                                  b=None, c={"status": "unreachable"}), now=NOW)
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert rows["a"]["kernels"]["summary"] == "not run: ImportError: no sgl_kernel"
+    assert rows["a"]["kernels"]["error"] == "ImportError: no sgl_kernel"
+    for host in ("b", "c"):
+        assert rows[host]["kernels"]["summary"] == "not run" and rows[host]["kernels"]["total"] == 0
+    md = rep.render(report, "md")
+    assert "- kernel checks error: ImportError: no sgl_kernel" in md
+    # Only skipped checks on an ok host: no section of its own, the column still counts them.
+    skipped = rep.build_report(run("verify", a=kernel_entry([kernel("torch.nvfp4_scaled_mm", 0, status="skipped",
+                                                                    reason="needs sm_100")])), now=NOW)
+    md = rep.render(skipped, "md")
+    assert "| 0 ok, 1 skipped |" in md and "## a:" not in md
+    assert "torch.nvfp4_scaled_mm skipped on gpu0: needs sm_100" in rep.render(skipped, "html")
+
+
+def test_old_reports_without_kernel_keys_still_render(tmp_path):
+    report = rep.build_report(run("verify", a=ok_entry(), b=dict(ok_entry(), status="failed", message="x")), now=NOW)
+    for r in report["hosts"]:
+        del r["kernels"], r["requirement_conflicts"]
+    md, html = rep.render(report, "md"), rep.render(report, "html")
+    assert "| not run |" in md and "<td>not run</td>" in html
+    # An old baseline does not trip the new run: the rows compare as before.
+    second = rep.build_report(run("verify", a=kernel_entry(KERNELS), b=ok_entry()), previous=report, now=NOW)
+    assert {r["host"]: r["status"] for r in second["hosts"]} == {"a": "ok", "b": "ok"}

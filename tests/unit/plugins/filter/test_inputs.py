@@ -9,6 +9,7 @@ from ansible_collections.gpufleet.inference.plugins.filter.inputs import (
     FilterModule,
     expect_errors,
     patch_rule_errors,
+    tolerance_errors,
 )
 
 GOOD_RULE = {"name": "cxx20", "file": "CMakeLists.txt", "reason": "torch needs C++20",
@@ -22,7 +23,8 @@ GOOD_RULE = {"name": "cxx20", "file": "CMakeLists.txt", "reason": "torch needs C
     {"device_count": "8", "min_smoke_tflops": "1.5", "cxx11_abi": "yes", "compute_capability": "12.0",
      "device_name": "RTX PRO 6000|H200", "imports": "sgl_kernel", "min_driver_version": 590},
     {"device_count": None},
-], ids=["none", "empty", "sandbox", "strings_the_module_converts", "unset_key"])
+    {"kernels": ["sgl_kernel.rmsnorm", "torch.fp8_scaled_mm"], "consistent": True},
+], ids=["none", "empty", "sandbox", "strings_the_module_converts", "unset_key", "kernels"])
 def test_expect_accepted(expect):
     assert expect_errors(expect) == []
 
@@ -39,12 +41,40 @@ def test_expect_accepted(expect):
     ({"torch_version": {"a": 1}}, "gpufleet_expect.torch_version must be a string"),
     ({"compute_capability": "sm_120"}, "gpufleet_expect.compute_capability must be MAJOR.MINOR"),
     ({"device_name": "H200("}, "gpufleet_expect.device_name must be a regular expression"),
-    ({"devices": 8}, "gpufleet_expect keys must be among compute_capability, cuda_version"),
+    ({"devices": 8}, "gpufleet_expect keys must be among compute_capability, consistent, cuda_version"),
+    ({"kernels": ["sgl_kernel.rmsnorm", "sgl_kernel.moe"]},
+     "gpufleet_expect.kernels must be a list of kernel checks among torch.fp8_scaled_mm"),
+    ({"kernels": "sgl_kernel.rmsnorm"}, "gpufleet_expect.kernels must be a list of kernel check names"),
+    ({"consistent": "sure"}, "gpufleet_expect.consistent must be true or false"),
 ], ids=["string", "list", "count_word", "count_negative", "count_bool", "tflops_word", "abi_word",
-        "imports_numbers", "version_dict", "capability_sm", "name_bad_regex", "unknown_key"])
+        "imports_numbers", "version_dict", "capability_sm", "name_bad_regex", "unknown_key",
+        "kernels_unknown", "kernels_not_list", "consistent_word"])
 def test_expect_refused(expect, fragment):
     errors = expect_errors(expect)
     assert len(errors) == 1 and fragment in errors[0], errors
+
+
+def test_unknown_kernel_is_named():
+    assert "unknown: 'sgl_kernel.moe'" in expect_errors({"kernels": ["sgl_kernel.moe"]})[0]
+
+
+@pytest.mark.parametrize("tolerances, fragment", [
+    (None, None),
+    ({}, None),
+    ({"sgl_kernel.rmsnorm": 0.01, "torch.fp8_scaled_mm": "0.05"}, None),
+    ([0.01], "gpufleet_kernel_tolerances must be a dict of kernel check name -> positive number"),
+    ({"sgl_kernel.rmsnorm": 0}, "gpufleet_kernel_tolerances.sgl_kernel.rmsnorm must be a positive number (got 0)"),
+    ({"sgl_kernel.rmsnorm": -1e-3}, "must be a positive number (got -0.001)"),
+    ({"sgl_kernel.rmsnorm": "tight"}, "must be a positive number (got 'tight')"),
+    ({"sgl_kernel.rmsnorm": True}, "must be a positive number (got True)"),
+    ({"moe": 0.1}, "gpufleet_kernel_tolerances keys must be kernel checks among"),
+], ids=["none", "empty", "good", "list", "zero", "negative", "word", "bool", "unknown"])
+def test_kernel_tolerances(tolerances, fragment):
+    errors = tolerance_errors(tolerances)
+    if fragment is None:
+        assert errors == []
+    else:
+        assert len(errors) == 1 and fragment in errors[0], errors
 
 
 def test_expect_names_the_variable_given():

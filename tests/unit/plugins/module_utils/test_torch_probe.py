@@ -207,8 +207,15 @@ def test_probe_timeout_ends_the_process(tmp_path, fake_site):
 
 
 def test_probe_source_is_what_the_module_sends():
+    sent = probe_argv('/x/python', {})[3]
     with open(torch_probe.__file__) as handle:
-        assert probe_argv('/x/python', {})[3] == handle.read()
+        body = handle.read().replace('from __future__ import absolute_import, division, print_function', '')
+    # the helpers first (built as modules from their own sources), then the probe itself
+    assert sent.endswith(body)
+    for name in ('kernel_checks', 'probe_imports'):
+        with open(os.path.join(os.path.dirname(torch_probe.__file__), name + '.py')) as handle:
+            assert repr(handle.read()) in sent
+    compile(sent, '<probe>', 'exec')
     assert probe_argv('/x/python', {'a': 1}, isolated=False)[:2] == ['/x/python', '-c']
     assert json.loads(probe_argv('/x/python', {'a': 1})[-1]) == {'a': 1}
 
