@@ -27,6 +27,11 @@ description:
   - O(smoke=true) runs real kernels on every GPU - a bfloat16 and a float16 matrix product checked
     against a float32 reference, every element checked finite - and reports TFLOP/s per device
     and dtype. V(true) from C(torch.cuda.is_available) can coexist with kernels that produce NaN; this catches it.
+  - O(kernels=true) runs the ops the serving stack calls (torch's FP8/NVFP4 GEMMs, sgl_kernel's and flashinfer's
+    norms, activations, sampling and FP4 GEMMs) on every GPU against an fp32 reference of the same inputs, over
+    several row counts; every check is listed as ok, failed or skipped with its reason. An import error is
+    followed along its exception chain (a library built for another CUDA is named), and O(expect.consistent)
+    checks the installed distributions against each other's pins on torch.
   - >-
     O(expect) compares the facts with what the inventory expects. Every mismatch is listed in
     one failure message as C(name: expected X, found Y).
@@ -72,13 +77,13 @@ options:
     default: false
   kernels:
     description:
-      - Run the kernel checks (P(gpufleet.inference.torch_verify#module) docs, I(Kernel checks)) on every
-        GPU, or on the CPU where an op has a CPU kernel and the host has no GPU: the low-precision GEMMs of torch
+      - Run the kernel checks on every
+        GPU, or on the CPU where an op has a CPU kernel and the host has no GPU. The checks are the low-precision GEMMs of torch
         (FP8 e4m3 per-tensor C(torch._scaled_mm) on compute capability >= 8.9, NVFP4 on >= 10.0) and the
         built-in check sets of C(sgl_kernel) (rmsnorm, fused_add_rmsnorm, silu_and_mul, fp8_scaled_mm,
         cutlass_scaled_fp4_mm) and C(flashinfer) (norm.rmsnorm, activation.silu_and_mul, top-k sampling at
         k=1 against argmax, gemm.mm_fp4 per backend), each against an fp32 torch reference of the same inputs,
-        over several numbers of rows M.
+        over several numbers of rows M (1, 7, 128, 1024 for norms and activations; 16 to 4096 for GEMMs, N = K = 4096).
       - Every check is listed in RV(ansible_facts.gpufleet_torch.kernels) as ok, failed (with what) or skipped
         (with why). A failed check fails the module; a skipped one fails it only when O(expect.kernels)
         requires it.
@@ -249,6 +254,18 @@ EXAMPLES = r'''
       min_driver_version: "580.65.06"
       min_smoke_tflops: 100
       imports: [sgl_kernel]
+
+- name: Verify an SM120 node the way the reference cluster does (kernels that failed in the field must pass)
+  gpufleet.inference.torch_verify:
+    python: ~/ml-env/bin/python
+    imports: [sgl_kernel, flashinfer]
+    smoke: true
+    kernels: true
+    kernel_tolerances: {sgl_kernel.cutlass_scaled_fp4_mm: 0.12}
+    expect:
+      compute_capability: "12.0"
+      consistent: true
+      kernels: [torch.nvfp4_scaled_mm, sgl_kernel.cutlass_scaled_fp4_mm, flashinfer.mm_fp4.cutlass]
 
 - name: Verify, keep the facts whatever happens, decide later
   gpufleet.inference.torch_verify:
