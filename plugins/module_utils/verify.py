@@ -227,11 +227,10 @@ def check_expectations(expect, facts):
             entries = [entry for entry in results if entry.get('check') == name]
             if not entries:
                 fail('kernels', '%s to pass' % name, 'it did not run (kernel checks off, or torch did not import)')
+            # A failed check is reported once, by check_kernels, required or not.
             for entry in entries:
                 if entry.get('status') == 'skipped':
                     fail('kernels', '%s to pass on %s' % (name, _kernel_device(entry)), 'skipped: %s' % entry.get('reason'))
-                elif entry.get('status') != 'ok':
-                    fail('kernels', '%s to pass on %s' % (name, _kernel_device(entry)), entry.get('reason'))
     if expect.get('consistent') and facts.get('torch_importable'):
         conflicts = facts.get('requirement_conflicts')
         if conflicts is None:

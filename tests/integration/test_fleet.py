@@ -5,7 +5,8 @@ fixture extension as sgl_kernel.
 
 The tests run in order on one fleet: deploy from nothing, a no-op re-deploy,
 drift on one host, a failed verification that must leave the previous venv
-active, rollback, and a host stopped in the middle of a run."""
+active, rollback, a host stopped in the middle of a run, and a build whose kernels
+are wrong, caught by the kernel checks and never activated."""
 import json
 import os
 import shutil
@@ -106,6 +107,15 @@ def test_deploy_from_nothing(fleet):
     for ext in ("md", "html", "json"):
         assert os.path.exists(os.path.join(fleet["reports"], "fleet-report." + ext))
     fleet["state"]["first_venv"] = {h: links[h] for h in HOSTS}
+    # The kernel checks ran during verification, on the CPU (no GPU here): the
+    # fixture's ops matched fp32; whatever could not run is listed with its reason.
+    for h in HOSTS:
+        checks = {(e["check"], e["device"]): e for e in r[h]["facts"]["torch"]["kernels"]}
+        for name in ("sgl_kernel.rmsnorm", "sgl_kernel.fused_add_rmsnorm", "sgl_kernel.silu_and_mul"):
+            assert checks[(name, "cpu")]["status"] == "ok", checks[(name, "cpu")]
+        assert checks[("torch.fp8_scaled_mm", "cpu")]["reason"] == "no CUDA device"
+        assert r[h]["kernels"]["passed"] == 3 and r[h]["kernels"]["failed"] == 0, r[h]["kernels"]
+        assert r[h]["requirement_conflicts"] == []
 
 
 def test_second_deploy_changes_nothing(fleet):
@@ -243,3 +253,28 @@ def test_unreachable_host_mid_run_then_converges(fleet, sandbox_ctl):
     assert rows(fleet)["sbx3"]["status"] == "ok"
     links = readlinks(fleet["inventory"])
     assert len(set(links.values()) - {"NONE"}) >= 1 and all(links[h] != "NONE" for h in HOSTS)
+
+
+def test_wrong_kernel_build_is_not_activated(fleet):
+    """A build of the extension whose rmsnorm is wrong for M >= 128 imports
+    fine; the kernel check on the host catches it, names it, and the previous
+    venv stays active and intact."""
+    inv = fleet["inventory"]
+    before = shell(inv, "sbx1", "readlink ~/ml-env && ls ~/ml-env/lib/python3.11/site-packages | wc -l")
+    rc, out, stats = play(fleet, DEPLOY, limit="sbx1",
+                          extra={"sgl_kernel_cmake_args": ["-DSGL_KERNEL_FIXTURE_WRONG_LARGE_M=ON"]})
+    assert rc != 0, out[-4000:]
+    assert stats["sbx1"]["failed"] == 1, stats
+    assert "kernels: expected sgl_kernel.rmsnorm to match fp32 on the CPU, found relative error" in out, out[-4000:]
+    assert shell(inv, "sbx1", "readlink ~/ml-env && ls ~/ml-env/lib/python3.11/site-packages | wc -l") == before
+    ok = shell(inv, "sbx1", "~/ml-env/bin/python -c 'import sgl_kernel, torch; x = torch.randn(300, 64);"
+                            " print(bool(torch.allclose(sgl_kernel.rmsnorm(x, torch.ones(64)),"
+                            " x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6), atol=1e-4)))'")
+    assert ok["sbx1"] == "True", ok  # the active venv still has the right build
+    r = rows(fleet)["sbx1"]
+    assert r["status"] == "failed" and r["stage"] == "verify", r
+    failure = [f for f in r["expectation_failures"] if f["name"] == "kernels"]
+    assert failure and failure[0]["expected"] == "sgl_kernel.rmsnorm to match fp32 on the CPU", r["expectation_failures"]
+    # rows >= 128 are wrong: the sweep's M=1024 shows it, M=1..128 do not
+    assert failure[0]["found"].endswith("at M=1024"), failure
+    assert r["kernels"]["failed_checks"] == ["sgl_kernel.rmsnorm"], r["kernels"]

@@ -193,7 +193,7 @@ def test_probe_runs_the_checks_and_diagnoses_imports(local_venv, tmp_path):  # n
     assert audio["diagnosis"] == "libcudart.so.12 is missing: cannot open shared object file"  # a CPU torch: no CUDA to compare
     assert facts["requirement_conflicts"] == ["torchvision 0.24.1 requires torch==2.9.1, installed torch is 2.13.0+cpu"]
     failures = check_expectations({"consistent": True, "kernels": ["sgl_kernel.rmsnorm"]}, facts)
+    # the failed rmsnorm is check_kernels' to report (once); the expectation adds the conflicts
     assert failures == [
-        "kernels: expected sgl_kernel.rmsnorm to pass on the CPU, found %s" % checks["sgl_kernel.rmsnorm"]["reason"],
         "consistent: expected the installed distributions to agree with their pins, "
         "found torchvision 0.24.1 requires torch==2.9.1, installed torch is 2.13.0+cpu"]
