@@ -1,0 +1,324 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which GPU targets a built CUDA artifact really carries, from cuobjdump listings.
+
+Pure functions for gpufleet.inference.arch_audit: TORCH_CUDA_ARCH_LIST entries
+("9.0a", "10.0f", "8.9"), cuobjdump target names ("sm_90a", "compute_100f"),
+the coverage rules, and the audit of a set of shared objects.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+# The lowest CUDA release whose nvcc compiles each target. Every entry compiles
+# with nvcc 13.0 (checked with -gencode arch=compute_X,code=sm_X, except 10.1*,
+# which 13.0 renamed 11.0). The minima are from the CUDA/PTX ISA release notes,
+# not from running each older nvcc; marked "unconfirmed" where no release note
+# was read for it.
+MINIMUM_CUDA = {
+    '7.5': '10.0',   # unconfirmed
+    '8.0': '11.0',   # unconfirmed
+    '8.6': '11.1',   # unconfirmed
+    '8.7': '11.4',   # unconfirmed
+    '8.8': '13.0',   # PTX ISA 9.0 added sm_88
+    '8.9': '11.8',   # unconfirmed
+    '9.0': '11.8',   # unconfirmed
+    '9.0a': '12.0',  # PTX ISA 8.0 (CUDA 12.0) added sm_90a; unconfirmed by a 12.0 nvcc
+    '10.0': '12.8',
+    '10.0a': '12.8',
+    '10.0f': '12.9',
+    '10.1': '12.8',
+    '10.1a': '12.8',
+    '10.1f': '12.9',  # unconfirmed
+    '10.3': '12.9',
+    '10.3a': '12.9',
+    '10.3f': '12.9',
+    '11.0': '13.0',
+    '11.0a': '13.0',
+    '11.0f': '13.0',  # 12.9 had no 11.x target at all (Thor was 10.1 there)
+    '12.0': '12.8',
+    '12.0a': '12.8',
+    '12.0f': '12.9',
+    '12.1': '12.9',
+    '12.1a': '12.9',
+    '12.1f': '12.9',
+}
+
+# CUDA 13.0 renumbered SM101 (Thor) as SM110: its nvcc rejects sm_101*.
+LAST_CUDA = {'10.1': '12.9', '10.1a': '12.9', '10.1f': '12.9'}
+
+# "a": architecture-specific, runs only on exactly that GPU; "f": family-specific,
+# runs on the GPUs of that major with the same or a higher minor.
+SUFFIXES = ('', 'a', 'f')
+TARGET_FORM = 'MAJOR.MINOR with an optional a or f suffix (9.0a, 10.0f, 8.9)'
+
+_TARGET_RE = re.compile(r'^(\d{1,2})\.(\d)([af]?)$')
+_NAME_RE = re.compile(r'^(sm|compute)_(\d{1,2})(\d)([af]?)$')
+# cuobjdump --list-elf / --list-ptx: "ELF file    1: common_ops.1.sm_90a.cubin",
+# "PTX file    1: common_ops.1.sm_90.ptx" (a PTX listing names its target sm_XY too).
+_LISTED_RE = re.compile(r'^(ELF|PTX) file\s+\d+:\s+\S*?\.sm_(\d{1,2})(\d)([af]?)\.(?:cubin|ptx)\s*$')
+# cuobjdump without options prints one header per fatbin member:
+# "Fatbin elf code:" / "Fatbin ptx code:", a rule, then "arch = sm_100f".
+_HEADER_RE = re.compile(r'^Fatbin (elf|ptx) code:\s*$')
+_ARCH_RE = re.compile(r'^arch = sm_(\d{1,2})(\d)([af]?)\s*$')
+
+# What cuobjdump prints (rc 255) for a file that is an ELF without a fatbin.
+NO_DEVICE_CODE = 'does not contain device code'
+
+
+def version_tuple(version):
+    """'12.10' -> (12, 10): CUDA versions compare as numbers, never as strings."""
+    return tuple(int(part) for part in str(version).split('.'))
+
+
+def known_targets():
+    """Every TORCH_CUDA_ARCH_LIST entry this module knows, lowest first."""
+    return sorted(MINIMUM_CUDA, key=_entry_key)
+
+
+def _entry_key(entry):
+    major, minor, suffix = _TARGET_RE.match(entry).groups()
+    return int(major), int(minor), SUFFIXES.index(suffix)
+
+
+def parse_target(entry):
+    """'12.0a' -> ('12', '0', 'a'); raise ValueError for anything that is not a known target."""
+    text = str(entry).strip()
+    match = _TARGET_RE.match(text)
+    if not match or text not in MINIMUM_CUDA:
+        raise ValueError('%r is not a CUDA target; allowed: %s (%s)'
+                         % (entry, ', '.join(known_targets()), TARGET_FORM))
+    return match.groups()
+
+
+def target_entry(major, minor, suffix=''):
+    return '%s.%s%s' % (major, minor, suffix)
+
+
+def sass_name(entry):
+    """'9.0a' -> 'sm_90a'."""
+    major, minor, suffix = parse_target(entry)
+    return 'sm_%s%s%s' % (major, minor, suffix)
+
+
+def ptx_name(entry):
+    """'9.0a' -> 'compute_90a'."""
+    major, minor, suffix = parse_target(entry)
+    return 'compute_%s%s%s' % (major, minor, suffix)
+
+
+def parse_name(name):
+    """'sm_120a' -> ('sm', 12, 0, 'a'); 'compute_90' -> ('compute', 9, 0, '')."""
+    match = _NAME_RE.match(name)
+    if not match:
+        raise ValueError('%r is not a cuobjdump target name (sm_XY or compute_XY, optional a or f)' % (name,))
+    kind, major, minor, suffix = match.groups()
+    return kind, int(major), int(minor), suffix
+
+
+def name_key(name):
+    """Sort key: by GPU, then plain/a/f, SASS before PTX."""
+    kind, major, minor, suffix = parse_name(name)
+    return major, minor, SUFFIXES.index(suffix), 0 if kind == 'sm' else 1
+
+
+def _unique(names):
+    seen = []
+    for name in names:
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+def parse_listing(text):
+    """Target names in cuobjdump output, deduplicated in order of appearance.
+
+    Reads the --list-elf lines ("ELF file 1: x.1.sm_90a.cubin" -> sm_90a), the
+    --list-ptx lines ("PTX file 1: x.1.sm_90.ptx" -> compute_90) and the fatbin
+    headers that cuobjdump prints without options ("Fatbin elf code:" ...
+    "arch = sm_100f" -> sm_100f). Other lines (info messages) are ignored.
+    """
+    names = []
+    header_kind = None
+    for line in (text or '').splitlines():
+        line = line.strip()
+        match = _LISTED_RE.match(line)
+        if match:
+            listed, major, minor, suffix = match.groups()
+            names.append('%s_%s%s%s' % ('sm' if listed == 'ELF' else 'compute', major, minor, suffix))
+            continue
+        match = _HEADER_RE.match(line)
+        if match:
+            header_kind = match.group(1)
+            continue
+        match = _ARCH_RE.match(line)
+        if match and header_kind:
+            major, minor, suffix = match.groups()
+            names.append('%s_%s%s%s' % ('sm' if header_kind == 'elf' else 'compute', major, minor, suffix))
+            header_kind = None
+    return _unique(names)
+
+
+def family_ambiguous(sass):
+    """Whether an --list-elf result may hide an 'f' target.
+
+    cuobjdump --list-elf names an sm_100f cubin "x.1.sm_100.cubin": the f is
+    only in the fatbin header. Family targets exist from major 10 on, so a plain
+    SASS name there must be read again from the headers.
+    """
+    for name in sass:
+        kind, major, _minor, suffix = parse_name(name)
+        if kind == 'sm' and suffix == '' and major >= 10:
+            return True
+    return False
+
+
+def covered_by(entry, sass, ptx):
+    """The SASS and PTX names in the given sets that can run target entry."""
+    major, minor, suffix = (int(part) if part.isdigit() else part for part in parse_target(entry))
+    found = []
+    for name in sass:
+        kind, s_major, s_minor, s_suffix = parse_name(name)
+        if (s_major, s_minor, s_suffix) == (major, minor, suffix):
+            found.append(name)
+    for name in ptx:
+        kind, p_major, p_minor, p_suffix = parse_name(name)
+        if suffix == '':
+            # The driver compiles plain PTX for any later GPU.
+            ok = p_suffix == '' and (p_major, p_minor) <= (major, minor)
+        elif suffix == 'a':
+            ok = (p_major, p_minor, p_suffix) == (major, minor, 'a')
+        else:
+            ok = p_suffix == 'f' and p_major == major and p_minor <= minor
+        if ok:
+            found.append(name)
+    return found
+
+
+def covers(entry, sass, ptx):
+    """Whether SASS or PTX present runs target entry (see covered_by)."""
+    return bool(covered_by(entry, sass, ptx))
+
+
+def requirement(entry):
+    """What would cover entry, in words: '(SASS sm_90a or PTX compute_90a)'."""
+    major, minor, suffix = parse_target(entry)
+    sass = sass_name(entry)
+    if suffix == '':
+        ptx = 'compute_%s%s or lower' % (major, minor)
+    elif suffix == 'a':
+        ptx = ptx_name(entry)
+    elif minor == '0':
+        ptx = ptx_name(entry)
+    else:
+        ptx = 'compute_%s0f to compute_%s%sf' % (major, major, minor)
+    return '(SASS %s or PTX %s)' % (sass, ptx)
+
+
+def describe_code(listing):
+    """'SASS sm_90, sm_110a and PTX compute_90' / '... and no PTX' / 'no SASS and PTX ...'."""
+    sass = sorted(listing.get('sass') or [], key=name_key)
+    ptx = sorted(listing.get('ptx') or [], key=name_key)
+    return '%s and %s' % ('SASS ' + ', '.join(sass) if sass else 'no SASS',
+                          'PTX ' + ', '.join(ptx) if ptx else 'no PTX')
+
+
+def normalize_targets(entries):
+    """Validated requested targets, deduplicated, in the order given (ValueError on a bad one)."""
+    found = []
+    for entry in entries or []:
+        text = str(entry).strip()
+        parse_target(text)
+        if text not in found:
+            found.append(text)
+    return found
+
+
+def audit(requested, listings):
+    """Audit cuobjdump listings against the requested targets.
+
+    listings: {file: {'sass': [names], 'ptx': [names], 'device_code': bool}}.
+    Returns {'requested', 'files', 'missing', 'unwanted', 'compiled'}: missing and
+    unwanted are lists of {'file', 'target'} (a requested entry for missing, a
+    cuobjdump name for unwanted). A file without device code misses nothing; if
+    no file has device code, every requested target is missing for file '*'.
+    """
+    requested = normalize_targets(requested)
+    files = []
+    missing = []
+    unwanted = []
+    compiled = set()
+    for path in sorted(listings):
+        listing = listings[path]
+        sass = sorted(_unique(listing.get('sass') or []), key=name_key)
+        ptx = sorted(_unique(listing.get('ptx') or []), key=name_key)
+        device_code = bool(listing.get('device_code', sass or ptx)) and bool(sass or ptx)
+        files.append({'file': path, 'device_code': device_code, 'sass': sass, 'ptx': ptx})
+        if not device_code:
+            continue
+        compiled.update(sass)
+        compiled.update(ptx)
+        for entry in requested:
+            if not covers(entry, sass, ptx):
+                missing.append({'file': path, 'target': entry})
+        for name in sass + ptx:
+            alone = ([name], []) if name.startswith('sm_') else ([], [name])
+            if not any(covers(entry, *alone) for entry in requested):
+                unwanted.append({'file': path, 'target': name})
+    if requested and not any(item['device_code'] for item in files):
+        missing = [{'file': '*', 'target': entry} for entry in requested]
+    return {
+        'requested': requested,
+        'files': files,
+        'missing': missing,
+        'unwanted': unwanted,
+        'compiled': sorted(compiled, key=name_key),
+    }
+
+
+def missing_message(report, root):
+    """One sentence per shared object that lacks a requested target."""
+    by_file = {}
+    for item in report['missing']:
+        by_file.setdefault(item['file'], []).append(item['target'])
+    listings = dict((item['file'], item) for item in report['files'])
+    sentences = []
+    for path in sorted(by_file):
+        needs = ', '.join('%s %s' % (entry, requirement(entry)) for entry in by_file[path])
+        if path == '*':
+            checked = [item['file'] for item in report['files']]
+            why = ('no shared object in it has device code (host-only: %s)' % ', '.join(checked)
+                   if checked else 'it has no shared object (*.so)')
+            sentences.append('%s has no code for %s; %s' % (root, needs, why))
+        else:
+            sentences.append('%s has no code for %s; it has %s' % (path, needs, describe_code(listings[path])))
+    return 'arch audit: ' + '. '.join(sentences)
+
+
+def unwanted_message(report):
+    """One sentence per shared object with targets that no requested target needs."""
+    by_file = {}
+    for item in report['unwanted']:
+        by_file.setdefault(item['file'], []).append(item['target'])
+    sentences = ['%s has code that no requested target needs: %s' % (path, ', '.join(by_file[path]))
+                 for path in sorted(by_file)]
+    return 'arch audit: %s (requested: %s)' % ('. '.join(sentences), ', '.join(report['requested']))
+
+
+def minimum_cuda(entry):
+    """The lowest CUDA release whose nvcc compiles entry ('10.0f' -> '12.9')."""
+    parse_target(entry)
+    return MINIMUM_CUDA[str(entry).strip()]
+
+
+def can_compile(entry, cuda_version):
+    """Whether the nvcc of cuda_version ('12.8', '13.0') accepts entry, compared numerically."""
+    entry = str(entry).strip()
+    version = version_tuple(cuda_version)[:2]
+    if version < version_tuple(minimum_cuda(entry)):
+        return False
+    return entry not in LAST_CUDA or version <= version_tuple(LAST_CUDA[entry])
