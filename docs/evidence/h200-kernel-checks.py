@@ -5,7 +5,8 @@
 table. Used by h200-kernel-checks.sh, once per build of the fixture.
 
     h200-kernel-checks.py LABEL OUT_JSON [expect.kernels names...]
-The extensions come from PYTHONPATH (the probe runs without -I here)."""
+The extensions come from PYTHONPATH (the probe runs without -I here);
+EVIDENCE_IMPORTS (comma-separated) replaces the modules imported."""
 import json
 import os
 import sys
@@ -19,7 +20,8 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
 
 label, out_json = sys.argv[1], sys.argv[2]
 required = sys.argv[3:]
-params = {'imports': ['flashinfer', 'sgl_kernel', 'torchvision', 'torchaudio'], 'smoke': True, 'kernels': True,
+imports = os.environ.get('EVIDENCE_IMPORTS', 'flashinfer,sgl_kernel,torchvision,torchaudio').split(',')
+params = {'imports': imports, 'smoke': True, 'kernels': True,
           'consistent': True, 'timeout': 1800, 'packages': False, 'markers': []}
 argv = probe_argv(sys.executable, params, isolated=False)
 started = time.time()
@@ -27,7 +29,7 @@ proc = subprocess.run(argv, capture_output=True, text=True, check=False)
 seconds = time.time() - started
 facts = parse_probe_output(proc.returncode, proc.stdout, params['timeout'])
 expect = {'compute_capability': '9.0', 'consistent': True, 'kernels': required,
-          'imports': ['flashinfer', 'sgl_kernel']}
+          'imports': [name for name in imports if name in ('flashinfer', 'sgl_kernel')]}
 mismatches = check_health(facts, True, 0.02) + check_kernels(facts) + check_expectations(expect, facts)
 with open(out_json, 'w') as handle:
     json.dump({'label': label, 'probe_seconds': round(seconds, 2), 'expect': expect, 'mismatches': mismatches,

@@ -2,11 +2,14 @@
 (systemd containers reached over SSH) and a playbook runner that returns the
 per-host recap."""
 import collections
+import hashlib
 import json
 import os
 import re
 import subprocess
+import shutil
 import sys
+import zipfile
 
 import pytest
 
@@ -94,3 +97,38 @@ def sandbox_fixture():
 def sandbox_ctl_fixture():
     """sandbox_ctl('stop', 'sbx2') / ('start', 'sbx2') for fault tests."""
     return sandbox_cmd
+
+
+# cuobjdump is not part of the controller's CUDA toolkit here; NVIDIA publishes
+# it on PyPI. Pinned by version and sha256.
+CUOBJDUMP_VERSION = "13.2.78"
+CUOBJDUMP_WHEEL = "nvidia_cuda_cuobjdump-%s-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl" % CUOBJDUMP_VERSION
+CUOBJDUMP_SHA256 = "394087411405b846bf43aa52ca2ff603bbe18b3b8a1257cda0903e23c17bdbf3"
+CUOBJDUMP_MEMBER = "nvidia/cu13/bin/cuobjdump"
+
+
+def cuobjdump_home():
+    """A CUDA-home-like directory (.cache/arch-audit/cuobjdump-VERSION) whose
+    bin/cuobjdump comes from NVIDIA's pinned wheel, downloaded once."""
+    cache = os.path.join(ROOT, ".cache", "arch-audit")
+    wheel = os.path.join(cache, "wheels", CUOBJDUMP_WHEEL)
+    if not os.path.exists(wheel):
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                               "-d", os.path.dirname(wheel), "nvidia-cuda-cuobjdump==%s" % CUOBJDUMP_VERSION],
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    digest = hashlib.sha256()
+    with open(wheel, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    assert digest.hexdigest() == CUOBJDUMP_SHA256, "%s: sha256 %s, expected %s (delete it to download again)" % (
+        wheel, digest.hexdigest(), CUOBJDUMP_SHA256)
+    home = os.path.join(cache, "cuobjdump-%s" % CUOBJDUMP_VERSION)
+    binary = os.path.join(home, "bin", "cuobjdump")
+    if not os.access(binary, os.X_OK):
+        os.makedirs(os.path.dirname(binary), exist_ok=True)
+        with zipfile.ZipFile(wheel) as archive, archive.open(CUOBJDUMP_MEMBER) as src, open(binary + ".part", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.chmod(binary + ".part", 0o755)
+        os.rename(binary + ".part", binary)
+    return home

@@ -19,13 +19,9 @@ import zipfile
 
 import pytest
 
-from conftest import ROOT, run_playbook
+from conftest import ROOT, cuobjdump_home, run_playbook
 
 CACHE = os.path.join(ROOT, ".cache", "arch-audit")
-CUOBJDUMP_VERSION = "13.2.78"
-CUOBJDUMP_WHEEL = "nvidia_cuda_cuobjdump-%s-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl" % CUOBJDUMP_VERSION
-CUOBJDUMP_SHA256 = "394087411405b846bf43aa52ca2ff603bbe18b3b8a1257cda0903e23c17bdbf3"
-CUOBJDUMP_MEMBER = "nvidia/cu13/bin/cuobjdump"
 NVCC = os.environ.get("GPUFLEET_NVCC", "/usr/local/cuda-13.0/bin/nvcc")
 FIXTURES = os.path.join(ROOT, "tests", "unit", "plugins", "modules", "fixtures")
 # Where the recorded stderr says the file was: the real path differs per checkout.
@@ -60,34 +56,10 @@ def _run(argv, **kwargs):
     return proc.stdout
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @pytest.fixture(scope="module")
 def cuda_home():
     """A CUDA-home-like directory whose bin/cuobjdump is the one from NVIDIA's pinned wheel."""
-    wheels = os.path.join(CACHE, "wheels")
-    wheel = os.path.join(wheels, CUOBJDUMP_WHEEL)
-    if not os.path.exists(wheel):
-        _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", wheels,
-              "nvidia-cuda-cuobjdump==%s" % CUOBJDUMP_VERSION], timeout=600)
-    found = _sha256(wheel)
-    assert found == CUOBJDUMP_SHA256, "%s: sha256 %s, expected %s (delete it to download again)" % (
-        wheel, found, CUOBJDUMP_SHA256)
-    home = os.path.join(CACHE, "cuobjdump-%s" % CUOBJDUMP_VERSION)
-    binary = os.path.join(home, "bin", "cuobjdump")
-    if not os.access(binary, os.X_OK):
-        os.makedirs(os.path.dirname(binary), exist_ok=True)
-        with zipfile.ZipFile(wheel) as archive, archive.open(CUOBJDUMP_MEMBER) as src, open(binary + ".part", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.chmod(binary + ".part", 0o755)
-        os.rename(binary + ".part", binary)
-    return home
+    return cuobjdump_home()
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,15 @@
 - the ABI break for real: the fixture built against torch 2.14.1, then the venv's
   torch swapped for 2.13.0: the role's ABI check fails with the undefined symbol,
   naming both torch versions;
+- the arch trap for real: the fixture's CMakeLists clears torch's arch flags and
+  hard-codes its -gencode list, as upstream's does; with the role's rules the
+  9.0a build carries sm_90a only (cuobjdump, NVIDIA's pinned wheel), without the
+  gencode rule the arch audit refuses the wheel, naming the shared object and
+  9.0a, and nothing is installed or cached;
 - a patch rule that no longer matches fails with its name and the ref;
 - a build that fails shows the tail of its log.
 """
+import glob
 import json
 import os
 import shutil
@@ -17,7 +23,9 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+import yaml
+
+from conftest import ROOT, cuobjdump_home
 from sgl_kernel_helpers import BUILD_REQS, DEPLOY, fixture_repo, git, run_playbook
 
 CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda-13.0")
@@ -87,8 +95,7 @@ def builds(tmp_path):
 def test_cuda_build_for_9_0a_once_then_nothing(tmp_path, repo):
     venv = ensure_venv(CUDA_VENV, "torch==2.14.1")
     inv = local_inventory(tmp_path)
-    extra = base_vars(tmp_path, repo, venv, sgl_kernel_cuda=True, sgl_kernel_arch_list=["9.0a"],
-                      sgl_kernel_cuda_home=CUDA_HOME, sgl_kernel_cmake_args=nvrtc_args(venv))
+    extra = cuda_vars(tmp_path, repo, venv)
     r = run_playbook(DEPLOY, inv, extra_vars=extra, timeout=1800)
     assert r.rc == 0, r.out[-6000:]
     assert len(builds(tmp_path)) == 1
@@ -106,6 +113,15 @@ def test_cuda_build_for_9_0a_once_then_nothing(tmp_path, repo):
         assert other not in log, other
     assert "nvcc" in log and "scale_add.cu" in log and "flash_sm90a.cu" in log
     assert "MAX_JOBS=" in log and "-DSGL_KERNEL_COMPILE_THREADS=1" in log
+    # what the wheel really carries, from cuobjdump: sm_90a only, in both libraries
+    audit = record["arch_audit"]
+    assert audit["requested"] == ["9.0a"] and audit["missing"] == [] and audit["unwanted"] == [], audit
+    assert audit["compiled"] == ["sm_90a"]
+    assert sorted(f["file"].split("/")[-1].split(".")[0] for f in audit["files"] if f["device_code"]) == [
+        "common_ops", "flash_ops"]
+    assert "gencode-exactly-the-arch-list" in record["patches_applied"]
+    marker = json.load(open(os.path.join(venv, "gpufleet-sgl_kernel.json")))
+    assert marker["compiled_targets"] == ["sm_90a"] and marker["unwanted_targets"] == []
     # import (CUDA build, no GPU needed to import), CUDA op registered, FA3 part present, CPU op right
     probe = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
                             "import json, torch, sgl_kernel; x = torch.randn(999); y = torch.randn(999);"
@@ -121,6 +137,34 @@ def test_cuda_build_for_9_0a_once_then_nothing(tmp_path, repo):
     r = run_playbook(DEPLOY, inv, extra_vars=extra)
     assert r.rc == 0 and r.stats["localhost"]["changed"] == 0, r.out[-6000:]
     assert len(builds(tmp_path)) == 1
+
+
+def cuda_vars(tmp_path, repo, venv, **kw):
+    return base_vars(tmp_path, repo, venv, sgl_kernel_cuda=True, sgl_kernel_arch_list=["9.0a"],
+                     sgl_kernel_cuda_home=CUDA_HOME, sgl_kernel_cmake_args=nvrtc_args(venv),
+                     sgl_kernel_cuobjdump=os.path.join(cuobjdump_home(), "bin", "cuobjdump"), **kw)
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(CUDA_HOME, "bin", "nvcc")), reason="no CUDA toolkit at CUDA_HOME")
+def test_build_without_the_gencode_rule_is_refused_by_the_audit(tmp_path, repo):
+    """The trap without its rule: the fixture compiles its hard-coded sm_90 /
+    sm_110 list, the audit finds no sm_90a in common_ops and refuses the wheel
+    before it is cached or installed."""
+    venv = ensure_venv(CUDA_VENV, "torch==2.14.1")
+    with open(os.path.join(ROOT, "roles", "sgl_kernel", "defaults", "main.yml")) as handle:
+        rules = [r for r in yaml.safe_load(handle)["sgl_kernel_patch_rules"] if r["name"] != "gencode-exactly-the-arch-list"]
+    marker = os.path.join(venv, "gpufleet-sgl_kernel.json")
+    before = open(marker).read() if os.path.exists(marker) else None
+    extra = cuda_vars(tmp_path, repo, venv, sgl_kernel_patch_rules=rules)
+    r = run_playbook(DEPLOY, local_inventory(tmp_path), extra_vars=extra, timeout=1800)
+    assert r.rc != 0, r.out[-4000:]
+    assert "refused on localhost: arch audit: sgl_kernel/common_ops" in r.out, r.out[-4000:]
+    assert "has no code for 9.0a (SASS sm_90a or PTX compute_90a); it has SASS sm_90, sm_110" in r.out, r.out[-4000:]
+    assert "Nothing was installed on any host" in r.out
+    assert len(builds(tmp_path)) == 1  # it was built, then refused
+    # nothing cached, nothing installed: the venv's marker is what it was
+    assert not any(os.path.exists(os.path.join(d, "build.json")) for d in glob.glob(str(tmp_path / "artifacts" / "*")))
+    assert (open(marker).read() if os.path.exists(marker) else None) == before
 
 
 def test_abi_break_names_both_torch_versions(tmp_path, repo):

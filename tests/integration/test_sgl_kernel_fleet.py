@@ -5,6 +5,7 @@ The hosts get torch 2.13.0 CPU (a CUDA torch in every container is too heavy),
 so the fixture builds its CPU part (sgl_kernel_cuda false); the CUDA compile is
 proven on the controller by test_sgl_kernel_build.py."""
 import os
+import re
 import shutil
 
 import pytest
@@ -66,6 +67,11 @@ def test_one_build_for_three_hosts_and_all_import(fleet):
     # the controller cache has the wheel, the log and the record of that key
     names = sorted(os.listdir(os.path.join(ARTIFACTS, key)))
     assert "build.json" in names and "build.log" in names and any(n.endswith(".whl") for n in names), names
+    # the wait prints one readable line per poll (build_wait), never an until loop's retries
+    polls = re.findall(r"^sbx1: sgl-kernel build (?:\d+/\d+ \(\d+%\)|configuring), \d+m\d\ds elapsed.*$", r.out, re.M)
+    assert polls, r.out[-6000:]
+    assert re.search(r"^sbx1: sgl-kernel build finished \(rc 0\), \d+m\d\ds elapsed$", r.out, re.M), r.out[-6000:]
+    assert "FAILED - RETRYING" not in r.out, r.out[-6000:]
 
 
 def test_rerun_changes_nothing(fleet):

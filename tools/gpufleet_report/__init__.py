@@ -301,6 +301,8 @@ def host_row(name, entry, previous_row, lock_dir, mode):
         "torch_version": _first(torch, "torch_version", "torch.version", "version") or packages.get("torch"),
         "flashinfer_version": _import_version(torch, "flashinfer") or packages.get("flashinfer-python"),
         "sgl_kernel_abi_key": entry.get("sgl_kernel_abi_key"),
+        # the GPU targets the installed sgl_kernel wheel carries (its arch audit)
+        "sgl_kernel_targets": list(entry.get("sgl_kernel_targets") or []),
         "smoke_tflops": _smoke(torch),
         "kernels": _kernels(torch),
         "requirement_conflicts": _requirement_conflicts(entry, torch),

@@ -8,7 +8,10 @@
 #       starts, so that tests can count builds. A DIST that already holds a
 #       wheel is reused (no build, no counter line).
 #   build-wheel.sh status LOG
-#       One JSON line: {"finished": bool, "rc": int|null, "progress": "..."}.
+#       One JSON line: {"finished": bool, "rc": int|null, "progress": "...",
+#       "done": int|null, "total": int|null, "started": int|null, "now": int}:
+#       the last ninja step [done/total] of LOG (else its last line), when the
+#       build started and the builder's time (epoch seconds).
 set -u
 
 cmd=${1:-}
@@ -20,15 +23,45 @@ status)
     if [ -f "$log.rc" ]; then
         rc=$(cat "$log.rc")
         finished=true
+        # read while the build writes it: not finished yet
+        case "$rc" in
+        '' | *[!0-9]*) rc=null finished=false ;;
+        esac
     fi
     progress=""
+    done_steps=null
+    total_steps=null
+    started=null
     if [ -f "$log" ]; then
-        # ninja's "[12/40] Building CUDA object ..." lines, else the last line
-        progress=$(grep -a -o '^ *\[[0-9]*/[0-9]*\] [^ ]* [^ ]* [^ ]*' "$log" | tail -n 1)
-        [ -n "$progress" ] || progress=$(tail -n 1 "$log")
+        # ninja's "[12/40] Building CUDA object csrc/x.cu.o" lines (four words at most:
+        # with -v a step is its whole nvcc command), else the last line
+        progress=$(grep -a -o '^ *\[[0-9]*/[0-9]*\] [^ ]*\( [^ ]*\)\{0,3\}' "$log" | tail -n 1)
+        if [ -n "$progress" ]; then
+            done_steps=$(printf '%s' "$progress" | sed 's|^ *\[\([0-9]*\)/.*|\1|')
+            total_steps=$(printf '%s' "$progress" | sed 's|^ *\[[0-9]*/\([0-9]*\)\].*|\1|')
+        else
+            progress=$(tail -n 1 "$log")
+        fi
+        # the start of this build: the date of the header the build branch writes (a rebuild
+        # truncates the same file, so its birth time can be an older build's), else the
+        # file's birth time (0 where the file system does not record it)
+        header=$(head -n 1 "$log")
+        case "$header" in
+        "# gpufleet sgl_kernel build, key "*) started=$(date -u -d "${header##*, }" +%s 2>/dev/null) ;;
+        *) started="" ;;
+        esac
+        case "$started" in
+        '' | *[!0-9]*) started=$(stat -c %W "$log" 2>/dev/null) ;;
+        esac
+        case "$started" in
+        '' | 0 | *[!0-9]*) started=null ;;
+        esac
     fi
     progress=$(printf '%s' "$progress" | tr -d '\\"' | tr -c '[:print:]' ' ' | cut -c1-160)
-    printf '{"finished": %s, "rc": %s, "progress": "%s"}\n' "$finished" "$rc" "$progress"
+    # "now" is the builder's clock, so that the controller's elapsed time does not depend on
+    # the two clocks agreeing
+    printf '{"finished": %s, "rc": %s, "progress": "%s", "done": %s, "total": %s, "started": %s, "now": %s}\n' \
+        "$finished" "$rc" "$progress" "$done_steps" "$total_steps" "$started" "$(date +%s)"
     exit 0
     ;;
 build)

@@ -285,3 +285,15 @@ def test_old_reports_without_kernel_keys_still_render(tmp_path):
     # An old baseline does not trip the new run: the rows compare as before.
     second = rep.build_report(run("verify", a=kernel_entry(KERNELS), b=ok_entry()), previous=report, now=NOW)
     assert {r["host"]: r["status"] for r in second["hosts"]} == {"a": "ok", "b": "ok"}
+
+
+def test_sgl_kernel_targets_from_the_arch_audit_are_shown(tmp_path):
+    entry = dict(ok_entry(), sgl_kernel_abi_key="0123456789abcdef0123", sgl_kernel_targets=["sm_120a"])
+    report = rep.build_report(run("verify", a=entry, b=ok_entry()), now=NOW)
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert rows["a"]["sgl_kernel_targets"] == ["sm_120a"] and rows["b"]["sgl_kernel_targets"] == []
+    paths = rep.write_report(report, str(tmp_path))
+    with open(paths["md"], encoding="utf-8") as fh:
+        assert "| 0123456789abcdef (sm_120a) |" in fh.read()
+    with open(paths["html"], encoding="utf-8") as fh:
+        assert "<br>sm_120a</td>" in fh.read()

@@ -166,8 +166,8 @@ def role_rules(fa3_enabled):
     with open(os.path.join(ROLE, "defaults", "main.yml")) as f:
         rules = yaml.safe_load(f)["sgl_kernel_patch_rules"]
     for rule in rules:
-        if "enabled" in rule:  # a template in the role: decided per build
-            rule["enabled"] = fa3_enabled
+        if "enabled" in rule:  # a template in the role: decided per build (a CUDA build here)
+            rule["enabled"] = fa3_enabled if rule["name"] == "fa3-off-without-sm90a" else True
     return rules
 
 
@@ -178,7 +178,7 @@ def test_role_rules_apply_to_the_fixture_once(tmp_path, fa3_off):
     res, changed = patch_rules.run(str(tmp_path), REF, rules)
     # cuda-std-cxx20 is for the upstream ref only
     assert "cuda-std-cxx20" in res["not_applicable"]
-    expected = ["cmake-policy-cmp0169-guard", "cuda13-cccl-include", "cxx-standard-20"]
+    expected = ["cmake-policy-cmp0169-guard", "cuda13-cccl-include", "cxx-standard-20", "gencode-exactly-the-arch-list"]
     if fa3_off:
         expected.insert(2, "fa3-off-without-sm90a")
     assert res["applied"] == expected
