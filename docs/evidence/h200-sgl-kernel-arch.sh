@@ -57,7 +57,7 @@ printf 'all:\n  hosts:\n    h200:\n      ansible_connection: local\n      ansibl
 
 echo "== 1. with the rules: build for the GPU's arch list, audit, install, ABI check"
 start=$(date +%s)
-timeout 300 ansible-playbook -i "$INV" roles/sgl_kernel/tests/deploy_gpu.yml -e @/tmp/vars.json > "$OUT/deploy-rules.log" 2>&1
+timeout 200 ansible-playbook -i "$INV" roles/sgl_kernel/tests/deploy_gpu.yml -e @/tmp/vars.json > "$OUT/deploy-rules.log" 2>&1
 echo "deploy rc=$? in $(( $(date +%s) - start )) s"
 grep -E "sgl-kernel build|arch audit|ABI key|^h200 " "$OUT/deploy-rules.log" | cut -c1-300 | head -20
 for d in "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/*/; do
@@ -66,12 +66,12 @@ done
 python3 -c 'import json; r = json.load(open("'"$OUT"'/build-rules.json")); print(json.dumps(r["arch_audit"], indent=1)); print("patches:", r["patches_applied"])'
 cp "$VENV/gpufleet-sgl_kernel.json" "$OUT/marker-rules.json" && cat "$OUT/marker-rules.json"
 for so in "$VENV"/lib/python3.12/site-packages/sgl_kernel/*.so; do echo "$so"; "$CUDA_HOME/bin/cuobjdump" --list-elf "$so" | sort -u; done
-EVIDENCE_IMPORTS=sgl_kernel timeout 120 python3 docs/evidence/h200-kernel-checks.py rules "$OUT/kernels-rules.json" \
+EVIDENCE_IMPORTS=sgl_kernel timeout 60 python3 docs/evidence/h200-kernel-checks.py rules "$OUT/kernels-rules.json" \
   sgl_kernel.rmsnorm sgl_kernel.fused_add_rmsnorm sgl_kernel.silu_and_mul | grep -E "^==|sgl_kernel|verification|^  -"
 
 echo "== 2. without the gencode rule: the audit refuses the wheel before install"
 start=$(date +%s)
-timeout 300 ansible-playbook -i "$INV" roles/sgl_kernel/tests/deploy_gpu.yml -e @/tmp/vars-no-rule.json > "$OUT/deploy-no-rule.log" 2>&1
+timeout 200 ansible-playbook -i "$INV" roles/sgl_kernel/tests/deploy_gpu.yml -e @/tmp/vars-no-rule.json > "$OUT/deploy-no-rule.log" 2>&1
 echo "deploy rc=$? in $(( $(date +%s) - start )) s (expected non-zero)"
 grep -E "refused|sgl-kernel build|^h200 " "$OUT/deploy-no-rule.log" | cut -c1-600 | head -10
 cmp "$VENV/gpufleet-sgl_kernel.json" "$OUT/marker-rules.json" && echo "marker unchanged: the installed build is the audited one"
@@ -81,7 +81,7 @@ echo "== 3. bench: build time, rules' single target vs the hard-coded list"
 A=$(ls -d "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/_sources/tree-*/sgl-kernel | while read -r t; do grep -q gpufleet: "$t/CMakeLists.txt" && grep -q GPUFLEET_GENCODE "$t/CMakeLists.txt" && echo "$t"; done | head -1)
 B=$(ls -d "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/_sources/tree-*/sgl-kernel | while read -r t; do grep -q GPUFLEET_GENCODE "$t/CMakeLists.txt" || echo "$t"; done | head -1)
 echo "A=$A B=$B"
-timeout 280 python3 bench/sgl_kernel_arch_build.py --python python3 --cuda-home "$CUDA_HOME" --pairs 1 --jobs 16 \
+timeout 200 python3 bench/sgl_kernel_arch_build.py --python python3 --cuda-home "$CUDA_HOME" --pairs 1 --jobs 16 \
   --src-a "$A" --define-a "GPUFLEET_GENCODE_FLAGS=-gencode=arch=compute_90a,code=sm_90a" --define-a ENABLE_BELOW_SM90=OFF \
   --src-b "$B" --define-b ENABLE_BELOW_SM90=ON --json "$OUT/bench-arch-build.json"
 echo "bench rc=$?"
