@@ -90,3 +90,5 @@ python3 -m pip install -q --no-deps --target /tmp/old .device/old/*.whl
 PYTHONPATH=/tmp/old:/tmp/fx-right/site:/tmp/site timeout 120 python3 docs/evidence/h200-kernel-checks.py old-vision-audio \
   "$OUT/old-vision-audio.json" $REQUIRED
 echo "== done $(date -u)"
+# the logs name the checkout and $OUT, not this machine's paths
+sed -i "s#$ROOT#<repo>#g; s#$OUT#\$OUT#g" "$OUT"/*.log "$OUT"/*.json

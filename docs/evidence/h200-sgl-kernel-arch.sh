@@ -86,3 +86,5 @@ timeout 200 python3 bench/sgl_kernel_arch_build.py --python python3 --cuda-home 
   --src-b "$B" --define-b ENABLE_BELOW_SM90=ON --json "$OUT/bench-arch-build.json"
 echo "bench rc=$?"
 echo "== done $(date -u)"
+# the logs name the checkout and $OUT, not this machine's paths
+sed -i "s#$ROOT#<repo>#g; s#$OUT#\$OUT#g" "$OUT"/*.log "$OUT"/*.json
