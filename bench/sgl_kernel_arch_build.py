@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Build time of an extension for exactly the fleet's target against the
 target list its CMakeLists hard-codes, measured side by side in one run.
 

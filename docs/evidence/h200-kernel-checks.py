@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """One verification of the machine's torch with torch_verify's own probe
 (verify.probe_argv: the program the module sends) and its own judging
 (check_health, check_kernels, check_expectations), written as JSON and as a
@@ -35,8 +35,8 @@ with open(out_json, 'w') as handle:
     json.dump({'label': label, 'probe_seconds': round(seconds, 2), 'expect': expect, 'mismatches': mismatches,
                'facts': facts}, handle, indent=1, sort_keys=True)
 
-print('== %s: probe %.1f s, torch %s, %s' % (label, seconds, facts['torch_version'],
-                                              ', '.join(d['name'] for d in facts['devices'])))
+devices = ', '.join(d['name'] for d in facts['devices'])
+print('== %s: probe %.1f s, torch %s, %s' % (label, seconds, facts['torch_version'], devices))
 for name, entry in sorted(facts['imports'].items()):
     print('import %-12s %s' % (name, ('ok ' + str(entry['version'])) if entry['ok'] else
                                '%s | causes: %s | %s' % (entry['error'], entry.get('causes'), entry.get('diagnosis'))))

@@ -60,18 +60,18 @@ build blackwell "12.0a" & p4=$!
 wait $p1 $p2 $p3 $p4
 for name in right wrongm noarch blackwell; do
   ls /tmp/fx-$name/site/sgl_kernel/*.so 2>/dev/null || { echo "build $name failed:"; grep -iE "error|fatal" /tmp/build-$name.log | head -20; }
-  for so in /tmp/fx-$name/site/sgl_kernel/*.so; do echo "$so:"; cuobjdump --list-elf "$so" 2>&1 | sort -u | head -6; done
+  for so in "/tmp/fx-$name/site/sgl_kernel"/*.so; do echo "$so:"; cuobjdump --list-elf "$so" 2>&1 | sort -u | head -6; done
 done
 # Without 9.0a: the 8.0-only build, or the Blackwell-only one when that did not build.
 NOARCH=noarch; [ -e /tmp/fx-noarch/site/sgl_kernel/__init__.py ] || NOARCH=blackwell
 
-REQUIRED="torch.fp8_scaled_mm sgl_kernel.rmsnorm sgl_kernel.fused_add_rmsnorm sgl_kernel.silu_and_mul
-          flashinfer.rmsnorm flashinfer.silu_and_mul flashinfer.top_k_sampling"
+REQUIRED=(torch.fp8_scaled_mm sgl_kernel.rmsnorm sgl_kernel.fused_add_rmsnorm sgl_kernel.silu_and_mul
+          flashinfer.rmsnorm flashinfer.silu_and_mul flashinfer.top_k_sampling)
 
 echo "== first verification of the right build: cold JIT cache (what a deploy's warm-up pays once)"
 export FLASHINFER_WORKSPACE_BASE=/tmp/flashinfer-workspace
 rm -rf "$FLASHINFER_WORKSPACE_BASE"; mkdir -p "$FLASHINFER_WORKSPACE_BASE"
-PYTHONPATH=/tmp/fx-right/site:/tmp/site timeout 400 python3 docs/evidence/h200-kernel-checks.py cold "$OUT/cold.json" $REQUIRED
+PYTHONPATH=/tmp/fx-right/site:/tmp/site timeout 400 python3 docs/evidence/h200-kernel-checks.py cold "$OUT/cold.json" "${REQUIRED[@]}"
 echo "rc=$?"
 
 echo "== bench: kernel checks (warm JIT cache) vs smoke only"
@@ -81,14 +81,14 @@ echo "bench rc=$?"
 
 echo "== verification with each build (warm cache: nothing compiles)"
 for name in right wrongm $NOARCH; do
-  PYTHONPATH=/tmp/fx-$name/site:/tmp/site timeout 100 python3 docs/evidence/h200-kernel-checks.py "$name" "$OUT/$name.json" $REQUIRED
+  PYTHONPATH=/tmp/fx-$name/site:/tmp/site timeout 100 python3 docs/evidence/h200-kernel-checks.py "$name" "$OUT/$name.json" "${REQUIRED[@]}"
   echo "rc=$?"
 done
 
 echo "== the two real ABI mismatches beside torch $(python3 -c 'import torch; print(torch.__version__)')"
 python3 -m pip install -q --no-deps --target /tmp/old .device/old/*.whl
 PYTHONPATH=/tmp/old:/tmp/fx-right/site:/tmp/site timeout 120 python3 docs/evidence/h200-kernel-checks.py old-vision-audio \
-  "$OUT/old-vision-audio.json" $REQUIRED
+  "$OUT/old-vision-audio.json" "${REQUIRED[@]}"
 echo "== done $(date -u)"
 # the logs name the checkout and $OUT, not this machine's paths
 sed -i "s#$ROOT#<repo>#g; s#$OUT#\$OUT#g" "$OUT"/*.log "$OUT"/*.json

@@ -78,8 +78,8 @@ cmp "$VENV/gpufleet-sgl_kernel.json" "$OUT/marker-rules.json" && echo "marker un
 ls "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/
 
 echo "== 3. bench: build time, rules' single target vs the hard-coded list"
-A=$(ls -d "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/_sources/tree-*/sgl-kernel | while read -r t; do grep -q gpufleet: "$t/CMakeLists.txt" && grep -q GPUFLEET_GENCODE "$t/CMakeLists.txt" && echo "$t"; done | head -1)
-B=$(ls -d "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/_sources/tree-*/sgl-kernel | while read -r t; do grep -q GPUFLEET_GENCODE "$t/CMakeLists.txt" || echo "$t"; done | head -1)
+A=$(for t in "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/_sources/tree-*/sgl-kernel; do grep -q gpufleet: "$t/CMakeLists.txt" && grep -q GPUFLEET_GENCODE "$t/CMakeLists.txt" && echo "$t"; done | head -1)
+B=$(for t in "$GPUFLEET_CACHE_DIR"/artifacts/sgl_kernel/_sources/tree-*/sgl-kernel; do grep -q GPUFLEET_GENCODE "$t/CMakeLists.txt" || echo "$t"; done | head -1)
 echo "A=$A B=$B"
 timeout 200 python3 bench/sgl_kernel_arch_build.py --python python3 --cuda-home "$CUDA_HOME" --pairs 1 --jobs 16 \
   --src-a "$A" --define-a "GPUFLEET_GENCODE_FLAGS=-gencode=arch=compute_90a,code=sm_90a" --define-a ENABLE_BELOW_SM90=OFF \

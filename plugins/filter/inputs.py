@@ -129,7 +129,7 @@ def tolerance_errors(tolerances, name="gpufleet_kernel_tolerances"):
         value = tolerances[key]
         if key not in check_names():
             errors.append("%s keys must be kernel checks among %s (got %r)" % (name, ", ".join(check_names()), key))
-        elif not _is_number(value) or not float(value) > 0:
+        elif not _is_number(value) or float(value) <= 0:
             errors.append("%s.%s must be a positive number (got %r)" % (name, key, value))
     return errors
 

@@ -217,6 +217,7 @@ def run_torch_fp8(ctx, op, m):
     a, sa = _fp8_quant(torch, _randn(ctx, m, GEMM_NK))
     b, sb = _fp8_quant(torch, _randn(ctx, GEMM_NK, GEMM_NK))  # (N, K), row-major
     # Per-tensor scales: per-row FP8 is not supported by cuBLAS on sm_120.
+
     def gemm():
         result = op(a, b.t(), scale_a=sa.reshape(()), scale_b=sb.reshape(()), out_dtype=torch.bfloat16)
         return result[0] if isinstance(result, tuple) else result
@@ -231,6 +232,7 @@ def run_sgl_fp8(ctx, op, m):
     # Per-row / per-column scales, b column-major (K, N).
     scales_a = sa.reshape(1).expand(m).contiguous()
     scales_b = sb.reshape(1).expand(GEMM_NK).contiguous()
+
     def gemm():
         return call(op, (a, b.t(), scales_a, scales_b, torch.bfloat16), {})
     ref = (a.float() * sa) @ (b.float() * sb).t()
@@ -536,4 +538,3 @@ def summary(results):
     for entry in results:
         counts[entry['status']] = counts.get(entry['status'], 0) + 1
     return counts
-

@@ -67,8 +67,8 @@ def probe_source():
         prelude.append(
             '_gpufleet_m = _gpufleet_types.ModuleType(%r)\n'
             'exec(compile(%r, %r, "exec"), _gpufleet_m.__dict__)\n'
-            '_gpufleet_sys.modules[%r] = _gpufleet_m' % ('gpufleet_' + name, module_source(module), name + '.py',
-                                                        'gpufleet_' + name))
+            '_gpufleet_sys.modules[%r] = _gpufleet_m'
+            % ('gpufleet_' + name, module_source(module), name + '.py', 'gpufleet_' + name))
     # A __future__ import must open a program; in Python 3 these are no-ops.
     main = re.sub(r'(?m)^from __future__ import .*$', '', module_source(torch_probe))
     return '\n'.join(prelude) + '\n' + main

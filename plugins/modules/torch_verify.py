@@ -498,20 +498,20 @@ ansible_facts:
           elements: dict
           contains:
             check: {description: 'C(<set>.<name>).', type: str, sample: sgl_kernel.rmsnorm}
-            set: {description: C(torch), C(sgl_kernel) or C(flashinfer)., type: str}
-            device: {description: GPU index, or C(cpu) on a host without GPU., type: raw}
-            device_name: {description: Device name., type: str}
-            status: {description: C(ok), C(failed) or C(skipped)., type: str}
+            set: {description: 'C(torch), C(sgl_kernel) or C(flashinfer).', type: str}
+            device: {description: 'GPU index, or C(cpu) on a host without GPU.', type: raw}
+            device_name: {description: 'Device name.', type: str}
+            status: {description: 'C(ok), C(failed) or C(skipped).', type: str}
             reason: {description: 'What failed (non-finite count, all zeros, relative error vs tolerance, the exception) or why it was skipped.', type: str}
             relative_error: {description: 'Worst C(||out - ref|| / ||ref||) over the sweep.', type: float}
-            tolerance: {description: The tolerance applied., type: float}
-            nonfinite: {description: NaN/Inf elements over the sweep., type: int}
-            sizes: {description: The numbers of rows M swept., type: list, elements: int}
-            failed_sizes: {description: The M that failed., type: list, elements: int}
-            seconds: {description: Wall time of the check, compile included., type: float}
+            tolerance: {description: 'The tolerance applied.', type: float}
+            nonfinite: {description: 'NaN/Inf elements over the sweep.', type: int}
+            sizes: {description: 'The numbers of rows M swept.', type: list, elements: int}
+            failed_sizes: {description: 'The M that failed.', type: list, elements: int}
+            seconds: {description: 'Wall time of the check, compile included.', type: float}
             compiled: {description: 'Whether a JIT compile happened during the check (flashinfer), V(null) where not tracked.', type: bool}
-            compile_seconds: {description: Seconds of the first call when it compiled., type: float}
-            tflops: {description: TFLOP/s of a GEMM check at its largest M., type: float}
+            compile_seconds: {description: 'Seconds of the first call when it compiled.', type: float}
+            tflops: {description: 'TFLOP/s of a GEMM check at its largest M.', type: float}
           sample:
             - {check: sgl_kernel.rmsnorm, set: sgl_kernel, device: 0, device_name: NVIDIA H200, status: failed,
                reason: "relative error 0.41 > tolerance 0.005 at M=128, 1024", relative_error: 0.41, tolerance: 0.005,

@@ -10,7 +10,8 @@ import sys
 import textwrap
 
 from conftest import ROOT
-from test_torch_verify_real import local_venv, wheels  # noqa: F401  (module fixtures)
+# the module fixtures of the real-torch tests, used here by name
+from test_torch_verify_real import local_venv, wheels  # noqa: F401  pylint: disable=unused-import
 
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (  # noqa: E402
@@ -158,8 +159,8 @@ SITE = {
         except OSError as exc:
             raise OSError("Could not load this library: /x/libtorchaudio.so") from exc
         """),
-    "torchvision-0.24.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.24.1\n"
-                                              "Requires-Dist: numpy\nRequires-Dist: torch==2.9.1\n",
+    "torchvision-0.24.1.dist-info/METADATA": (
+        "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.24.1\nRequires-Dist: numpy\nRequires-Dist: torch==2.9.1\n"),
     "torchvision-0.24.1.dist-info/RECORD": "",
 }
 
