@@ -83,7 +83,8 @@ options:
         built-in check sets of C(sgl_kernel) (rmsnorm, fused_add_rmsnorm, silu_and_mul, fp8_scaled_mm,
         cutlass_scaled_fp4_mm) and C(flashinfer) (norm.rmsnorm, activation.silu_and_mul, top-k sampling at
         k=1 against argmax, gemm.mm_fp4 per backend), each against an fp32 torch reference of the same inputs,
-        over several numbers of rows M (1, 7, 128, 1024 for norms and activations; 16 to 4096 for GEMMs, N = K = 4096).
+        over several numbers of rows M (1, 7, 128, 1024 for norms and activations, hidden size 2048 on a GPU and 256 on
+        the CPU; 16 to 4096 for GEMMs, N = K = 4096).
       - Every check is listed in RV(ansible_facts.gpufleet_torch.kernels) as ok, failed (with what) or skipped
         (with why). A failed check fails the module; a skipped one fails it only when O(expect.kernels)
         requires it.
