@@ -386,11 +386,19 @@ def _summarise(failures):
     return ' / '.join('%s at M=%s' % (group['detail'], ', '.join(str(m) for m in group['sizes'])) for group in groups)
 
 
-def run_one(torch, name, op, device, capability, extension, tolerance, dtype, jit_dir, module_attr):
+def new_entry(name, device, device_name, tolerance, status='ok', reason=None, sizes=()):
+    """One result entry, in the shape torch_verify documents (RETURN kernels)."""
+    return {'check': name, 'set': name.split('.')[0], 'device': device, 'device_name': device_name,
+            'status': status, 'reason': reason, 'relative_error': None, 'tolerance': tolerance, 'nonfinite': 0,
+            'sizes': list(sizes), 'failed_sizes': [], 'seconds': None, 'compiled': None, 'compile_seconds': None,
+            'tflops': None}
+
+
+def run_one(torch, name, op, device, device_name, capability, tolerance, jit_dir, module_attr):
     runner, sweep = RUNNERS[name]
-    entry = {'check': name, 'set': name.split('.')[0], 'status': 'ok', 'reason': None,
-             'relative_error': None, 'tolerance': tolerance, 'nonfinite': 0, 'sizes': list(sweep),
-             'failed_sizes': [], 'seconds': None, 'compiled': None, 'compile_seconds': None, 'tflops': None}
+    extension = name.split('.')[0]
+    dtype = torch.float16
+    entry = new_entry(name, device, device_name, tolerance, sizes=sweep)
     if device != 'cpu':
         generator = torch.Generator(device=torch.device('cuda', device))
         dev = torch.device('cuda', device)
@@ -475,16 +483,22 @@ def _time_gemm(torch, flops, gemm, repeats=10):
     return flops * repeats, start.elapsed_time(end) / 1000.0
 
 
-def select(sets, only=None):
-    """The catalogue entries of the given sets (and names, when only is given)."""
-    chosen = []
-    for entry in CHECKS:
-        if entry[1] in sets and (not only or entry[0] in only or entry[1] in only):
-            chosen.append(entry)
-    return chosen
+def skip_reason(set_name, module, op, path, device, cpu_ok, min_cc, capability):
+    """Why a check cannot run on a device, or None when it can."""
+    if module is None:
+        return '%s is not installed' % set_name
+    if isinstance(module, str):
+        return '%s did not import: %s' % (set_name, module)
+    if op is None:
+        return '%s.%s is not in this version of %s' % (set_name, path, set_name)
+    if device == 'cpu' and not cpu_ok:
+        return 'no CUDA device'
+    if min_cc and capability and tuple(capability) < tuple(min_cc):
+        return 'compute capability %d.%d < %d.%d' % (tuple(capability) + tuple(min_cc))
+    return None
 
 
-def run_checks(torch, sets, modules, devices, tolerances=None, jit_dirs=None, only=None):
+def run_checks(torch, sets, modules, devices, tolerances=None, jit_dirs=None):
     """Every selected check on every device -> list of result entries.
 
     sets: check sets to run; modules: set name -> imported module or the import
@@ -493,40 +507,22 @@ def run_checks(torch, sets, modules, devices, tolerances=None, jit_dirs=None, on
     tolerances = tolerances or {}
     jit_dirs = jit_dirs or {}
     results = []
-    for name, set_name, path, min_cc, cpu_ok, tolerance in select(sets, only):
+    import contextlib
+
+    for name, set_name, path, min_cc, cpu_ok, tolerance in [entry for entry in CHECKS if entry[1] in sets]:
         tolerance = float(tolerances.get(name, tolerance))
         module = modules.get(set_name)
         op = resolve_op(module, path) if module is not None and not isinstance(module, str) else None
         for index, device_name, capability in devices:
-            base = {'check': name, 'set': set_name, 'device': index, 'device_name': device_name, 'status': 'skipped',
-                    'reason': None, 'relative_error': None, 'tolerance': tolerance, 'nonfinite': 0, 'sizes': [],
-                    'failed_sizes': [], 'seconds': None, 'compiled': None, 'compile_seconds': None, 'tflops': None}
-            if module is None:
-                base['reason'] = '%s is not installed' % set_name
-            elif isinstance(module, str):
-                base['reason'] = '%s did not import: %s' % (set_name, module)
-            elif op is None:
-                base['reason'] = '%s.%s is not in this version of %s' % (set_name, path, set_name)
-            elif index == 'cpu' and not cpu_ok:
-                base['reason'] = 'no CUDA device'
-            elif min_cc and capability and tuple(capability) < tuple(min_cc):
-                base['reason'] = 'compute capability %d.%d < %d.%d' % (tuple(capability) + tuple(min_cc))
-            else:
-                dtype = torch.float16
-                attr = _attr_getter(module)
-                if index != 'cpu':
-                    with torch.cuda.device(index):
-                        entry = run_one(torch, name, op, index, capability, set_name, tolerance, dtype,
-                                        jit_dirs.get(set_name), attr)
-                    torch.cuda.empty_cache()
-                else:
-                    entry = run_one(torch, name, op, index, capability, set_name, tolerance, dtype,
-                                    jit_dirs.get(set_name), attr)
-                entry['device'] = index
-                entry['device_name'] = device_name
-                results.append(entry)
+            reason = skip_reason(set_name, module, op, path, index, cpu_ok, min_cc, capability)
+            if reason:
+                results.append(new_entry(name, index, device_name, tolerance, 'skipped', reason))
                 continue
-            results.append(base)
+            with torch.cuda.device(index) if index != 'cpu' else contextlib.nullcontext():
+                results.append(run_one(torch, name, op, index, device_name, capability, tolerance,
+                                       jit_dirs.get(set_name), _attr_getter(module)))
+            if index != 'cpu':
+                torch.cuda.empty_cache()
     return results
 
 
@@ -535,11 +531,3 @@ def _attr_getter(module):
         value = getattr(module, name, None)
         return value if callable(value) else None
     return get
-
-
-def summary(results):
-    """(ok, failed, skipped) counts."""
-    counts = {'ok': 0, 'failed': 0, 'skipped': 0}
-    for entry in results:
-        counts[entry['status']] = counts.get(entry['status'], 0) + 1
-    return counts
