@@ -1,5 +1,8 @@
 """The sandbox fleet: N systemd containers of the test image, reachable over
-real SSH on 127.0.0.1 ports, with a key generated per sandbox.
+real SSH on 127.0.0.1 ports, with a key generated per sandbox. Where a
+forwarded port does not answer but the container's own address does, that
+address is used (said on stderr); where neither does, the error shows sshd's
+state in the host, the port mapping and the firewall rules for the port.
 
     sandbox.py up [--hosts N]      start (or reuse) N hosts, write the inventory
     sandbox.py down                remove every sandbox host and its key
@@ -27,6 +30,7 @@ INVENTORY = os.path.join(ROOT, "inventories", "sandbox", "hosts.yml")
 IMAGE = os.environ.get("GPUFLEET_TEST_IMAGE", "localhost/gpufleet-debian12:latest")
 PREFIX = os.environ.get("GPUFLEET_SANDBOX_PREFIX", "gpufleet-sbx")
 PORT_BASE = int(os.environ.get("GPUFLEET_SANDBOX_PORT_BASE", "22201"))
+ADDRESSES = os.path.join(STATE, "addresses.json")
 LABEL = "gpufleet.sandbox=1"
 USER = "deploy"
 
@@ -73,17 +77,63 @@ def ensure_key():
         return key, f.read().strip()
 
 
-def wait_port(port, timeout=30.0):
-    deadline = time.monotonic() + timeout
+def banner(addr, port):
+    """True when an SSH server answers on addr:port."""
+    try:
+        with socket.create_connection((addr, port), timeout=1) as s:
+            s.settimeout(2)
+            return s.recv(4).startswith(b"SSH")
+    except OSError:
+        return False
+
+
+def container_ip(name):
+    proc = run(["podman", "inspect", "--format", "{{.NetworkSettings.IPAddress}}", name], check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def diagnose(name, port):
+    """What a failed wait saw: sshd inside the host, its sockets, the port mapping."""
+    lines = []
+    for label, argv in (
+            ("sshd in the host", ["podman", "exec", name, "sh", "-c",
+                                  "systemctl is-active ssh.service; ss -ltn 2>/dev/null | grep -w 22 || true"]),
+            ("podman port", ["podman", "port", name]),
+            ("host firewall rules for the port", ["sh", "-c", "iptables -t nat -S 2>&1 | grep -w %d || true" % port])):
+        proc = run(argv, check=False)
+        lines.append("%s: %s" % (label, (proc.stdout + proc.stderr).strip().replace("\n", "; ") or "(nothing)"))
+    return "\n".join(lines)
+
+
+def wait_ssh(name, port, timeout=float(os.environ.get("GPUFLEET_SANDBOX_SSH_TIMEOUT", "90"))):
+    """(address, port) at which the host's sshd answers.
+
+    The forwarded loopback port is the address of record. Where it does not
+    answer but the container's own address does (the port forwarding of this
+    machine's firewall is broken, the host itself is fine), the container
+    address is used instead and that is said on stderr. An sshd that is not
+    running after 10 s is started once."""
+    start = time.monotonic()
+    deadline = start + timeout
+    ip = ""
     while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                if s.recv(4).startswith(b"SSH"):
-                    return
-        except OSError:
-            pass
+        if banner("127.0.0.1", port):
+            return "127.0.0.1", port
+        if time.monotonic() - start > 10:
+            if not ip:
+                # Once: an sshd that stopped (or never started) is started again.
+                run(["podman", "exec", name, "sh", "-c",
+                     "systemctl is-active --quiet ssh.service || systemctl restart ssh.service"], check=False)
+                ip = container_ip(name) or "none"
+                time.sleep(0.5)
+                continue
+            if ip != "none" and banner(ip, 22):
+                print("sandbox: %s: 127.0.0.1:%d does not answer, %s:22 does; the inventory uses %s:22"
+                      % (name, port, ip, ip), file=sys.stderr)
+                return ip, 22
         time.sleep(0.2)
-    raise SandboxError("sshd on 127.0.0.1:%d did not answer within %ds" % (port, timeout))
+    raise SandboxError("sshd of %s answers neither on 127.0.0.1:%d nor on its own address %s:22 within %ds\n%s"
+                       % (name, port, ip or "none", timeout, diagnose(name, port)))
 
 
 def prepare(name, pubkey):
@@ -116,7 +166,6 @@ def up(n):
         raise SandboxError("--hosts must be at least 1, got %d" % n)
     key, pubkey = ensure_key()
     existing = containers()
-    known = []
     hosts = {}
     for i in range(1, n + 1):
         name, port = container(i), PORT_BASE + i - 1
@@ -129,28 +178,56 @@ def up(n):
         elif c.get("State") != "running":
             run(["podman", "start", name])
             prepare(name, pubkey)
-        wait_port(port)
-        kt, kv = host_key(name)
-        known.append("[127.0.0.1]:%d %s %s" % (port, kt, kv))
-        hosts[host_name(i)] = port
-    with open(os.path.join(STATE, "known_hosts"), "w") as f:
-        f.write("\n".join(known) + "\n")
-    write_inventory(hosts, key)
-    # Verify every host over real SSH before declaring the sandbox up.
-    for h, port in hosts.items():
-        proc = run(ssh_argv(port, key) + ["true"], check=False)
-        if proc.returncode != 0:
-            raise SandboxError("ssh to %s (127.0.0.1:%d) failed: %s" % (h, port, proc.stderr.strip()))
+        hosts[host_name(i)] = wait_ssh(name, port)
+    publish(hosts, key)
     print("sandbox up: %d host(s): %s; inventory %s"
-          % (n, ", ".join("%s=127.0.0.1:%d" % kv for kv in hosts.items()),
+          % (n, ", ".join("%s=%s:%d" % (h, a, p) for h, (a, p) in hosts.items()),
              os.path.relpath(INVENTORY, ROOT)))
 
 
-def ssh_argv(port, key):
+def publish(hosts, key):
+    """known_hosts, the inventory and the address record for hosts
+    {name: (address, port)}; then every host is checked over real SSH."""
+    known = []
+    for h, (addr, port) in hosts.items():
+        kt, kv = host_key(PREFIX + h[3:])
+        # OpenSSH names a host on the default port without brackets.
+        known.append("%s %s %s" % (addr if port == 22 else "[%s]:%d" % (addr, port), kt, kv))
+    with open(os.path.join(STATE, "known_hosts"), "w") as f:
+        f.write("\n".join(known) + "\n")
+    with open(ADDRESSES, "w") as f:
+        json.dump(hosts, f)
+    write_inventory(hosts, key)
+    for h, (addr, port) in hosts.items():
+        proc = run(ssh_argv(addr, port, key) + ["true"], check=False)
+        if proc.returncode != 0:
+            raise SandboxError("ssh to %s (%s:%d) failed: %s" % (h, addr, port, proc.stderr.strip()))
+
+
+def start(host):
+    """Start a stopped host again; where it came back at another address
+    (the container-address fallback), the inventory follows it."""
+    name = PREFIX + host[3:]
+    run(["podman", "start", name])
+    key, pubkey = ensure_key()
+    prepare(name, pubkey)
+    try:
+        with open(ADDRESSES) as f:
+            hosts = {h: tuple(v) for h, v in json.load(f).items()}
+    except (OSError, ValueError):
+        return
+    if host in hosts:
+        now = wait_ssh(name, PORT_BASE + int(host[3:]) - 1)
+        if now != hosts[host]:
+            hosts[host] = now
+            publish(hosts, key)
+
+
+def ssh_argv(addr, port, key):
     return ["ssh", "-i", key, "-p", str(port), "-o", "BatchMode=yes",
             "-o", "UserKnownHostsFile=" + os.path.join(STATE, "known_hosts"),
             "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=5",
-            USER + "@127.0.0.1"]
+            USER + "@" + addr]
 
 
 def write_inventory(hosts, key):
@@ -161,9 +238,9 @@ def write_inventory(hosts, key):
         "    sandbox:",
         "      hosts:",
     ]
-    for h, port in hosts.items():
+    for h, (addr, port) in hosts.items():
         lines.append("        %s:" % h)
-        lines.append("          ansible_host: 127.0.0.1")
+        lines.append("          ansible_host: %s" % addr)
         lines.append("          ansible_port: %d" % port)
         lines.append("          gpufleet_sandbox_container: %s%s" % (PREFIX, h[3:]))
     lines += [
@@ -206,7 +283,7 @@ def down():
     names = list(containers())
     if names:
         run(["podman", "rm", "-f", "-t", "2"] + names)
-    for f in ("id_ed25519", "id_ed25519.pub", "known_hosts"):
+    for f in ("id_ed25519", "id_ed25519.pub", "known_hosts", "addresses.json"):
         p = os.path.join(STATE, f)
         if os.path.exists(p):
             os.remove(p)
@@ -237,11 +314,10 @@ def main():
         elif a.action in ("stop", "start"):
             if not a.host:
                 raise SandboxError("%s needs a host name such as sbx1" % a.action)
-            name = PREFIX + a.host[3:]
-            run(["podman", a.action] + (["-t", "1"] if a.action == "stop" else []) + [name])
             if a.action == "start":
-                pubkey = ensure_key()[1]
-                prepare(name, pubkey)
+                start(a.host)
+            else:
+                run(["podman", "stop", "-t", "1", PREFIX + a.host[3:]])
         else:
             for name, c in sorted(containers().items()):
                 print("%s %s" % (name, c.get("State")))
