@@ -105,18 +105,27 @@ def diagnose(name, port):
     return "\n".join(lines)
 
 
-def wait_ssh(name, port, timeout=float(os.environ.get("GPUFLEET_SANDBOX_SSH_TIMEOUT", "90"))):
+def wait_ssh(name, port, pubkey, timeout=float(os.environ.get("GPUFLEET_SANDBOX_SSH_TIMEOUT", "90"))):
     """(address, port) at which the host's sshd answers.
 
     The forwarded loopback port is the address of record. Where it does not
     answer but the container's own address does (the port forwarding of this
     machine's firewall is broken, the host itself is fine), the container
     address is used instead and that is said on stderr. An sshd that is not
-    running after 10 s is started once."""
+    running after 10 s is started once; a host that answers on neither after
+    a third of the timeout is restarted once (its port forwarding with it)."""
     start = time.monotonic()
     deadline = start + timeout
     ip = ""
+    restarted = False
     while time.monotonic() < deadline:
+        if not restarted and time.monotonic() - start > timeout / 3:
+            restarted = True
+            print("sandbox: %s: no sshd answers after %ds; restarting the host\n%s"
+                  % (name, timeout / 3, diagnose(name, port)), file=sys.stderr)
+            run(["podman", "restart", "-t", "2", name])
+            prepare(name, pubkey)
+            ip = ""
         if banner("127.0.0.1", port):
             return "127.0.0.1", port
         if time.monotonic() - start > 10:
@@ -178,7 +187,7 @@ def up(n):
         elif c.get("State") != "running":
             run(["podman", "start", name])
             prepare(name, pubkey)
-        hosts[host_name(i)] = wait_ssh(name, port)
+        hosts[host_name(i)] = wait_ssh(name, port, pubkey)
     publish(hosts, key)
     print("sandbox up: %d host(s): %s; inventory %s"
           % (n, ", ".join("%s=%s:%d" % (h, a, p) for h, (a, p) in hosts.items()),
@@ -217,7 +226,7 @@ def start(host):
     except (OSError, ValueError):
         return
     if host in hosts:
-        now = wait_ssh(name, PORT_BASE + int(host[3:]) - 1)
+        now = wait_ssh(name, PORT_BASE + int(host[3:]) - 1, pubkey)
         if now != hosts[host]:
             hosts[host] = now
             publish(hosts, key)
