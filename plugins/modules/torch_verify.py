@@ -63,6 +63,12 @@ options:
       - With O(link), the venv to verify instead of the one the link points at, absolute or under C(~/).
     type: str
     default: ''
+  adopt:
+    description:
+      - With O(link), accept a hand-built venv directory (with C(pyvenv.cfg) and C(bin/python)) at the
+        stable path as the active venv, as P(gpufleet.inference.venv_link#module)'s O(adopt) does.
+    type: bool
+    default: false
   imports:
     description:
       - Modules to import after torch in the same process, for example C(sgl_kernel), C(flashinfer).
@@ -289,6 +295,7 @@ link:
     link_path: {description: The stable path with C(~) expanded., type: str}
     history_path: {description: The activation history beside it., type: str}
     link_exists: {description: Whether the stable path exists., type: bool}
+    link_is_directory: {description: 'Whether it is a hand-built venv directory (only with O(adopt)).', type: bool}
     active_venv: {description: The venv the link points at (a real path) or empty., type: str}
     history: {description: 'Venvs activated before, oldest first.', type: list, elements: str}
     target: {description: The venv verified., type: str}
@@ -607,6 +614,7 @@ def main():
             environment=dict(type='dict', default={}),
             packages=dict(type='bool', default=False),
             markers=dict(type='list', elements='str', default=[]),
+            adopt=dict(type='bool', default=False),
             gpu=dict(type='bool', default=False),
             gpu_required=dict(type='bool', default=False),
         ),
@@ -629,7 +637,7 @@ def main():
     extra = {}
     if params['link']:
         try:
-            extra['link'] = resolve(params['link'], params['venv'])
+            extra['link'] = resolve(params['link'], params['venv'], adopt=params['adopt'])
         except LinkError as exc:
             module.fail_json(msg=str(exc), mismatches=[str(exc)], probed=False, ansible_facts=facts_out)
         missing = missing_target_message(extra['link'])

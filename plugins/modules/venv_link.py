@@ -18,7 +18,9 @@ description:
     to, the activation history kept beside it (C(.ml-env.history), one venv per line, oldest
     first), and whether the venv to verify has an interpreter.
   - Fails when the stable path exists and is not a symlink (a venv made by hand), naming it;
-    the collection manages that path as a link to a fingerprinted venv.
+    the collection manages that path as a link to a fingerprinted venv. With O(adopt), a venv
+    directory there is accepted as the active venv (P(gpufleet.inference.venv_adopt#module)
+    moves it aside when the stable path is switched); a directory that is not a venv still fails.
   - Read-only; never reports a change.
 author:
   - gpufleet.inference maintainers (@gpufleet)
@@ -40,6 +42,12 @@ options:
     type: list
     elements: str
     default: []
+  adopt:
+    description:
+      - Accept a hand-built venv directory (with C(pyvenv.cfg) and C(bin/python)) at the stable
+        path as the active venv, for C(gpufleet_adopt_existing_venv). Without it such a directory fails.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpufleet.inference.read_only
 seealso:
@@ -69,7 +77,11 @@ history_path:
   type: str
   sample: /home/deploy/.ml-env.history
 link_exists:
-  description: Whether the stable path exists (as a symlink; anything else fails).
+  description: Whether the stable path exists (as a symlink, or as a venv directory with O(adopt)).
+  returned: always
+  type: bool
+link_is_directory:
+  description: Whether the stable path is a hand-built venv directory (only with O(adopt); then RV(active_venv) is that path).
   returned: always
   type: bool
 active_venv:
@@ -108,11 +120,13 @@ def main():
             link=dict(type='str', required=True),
             venv=dict(type='str', default=''),
             markers=dict(type='list', elements='str', default=[]),
+            adopt=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )
     try:
-        state = resolve(module.params['link'], module.params['venv'], module.params['markers'])
+        state = resolve(module.params['link'], module.params['venv'], module.params['markers'],
+                        adopt=module.params['adopt'])
     except LinkError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **state)

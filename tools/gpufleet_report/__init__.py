@@ -270,6 +270,26 @@ def _import_version(torch, name):
     return None
 
 
+def _adopted(record):
+    """The hand-built venv a deploy found at the stable path (gpufleet_adopt_existing_venv),
+    as found: where it was and went, its torch, whether it verified, its distributions."""
+    if not isinstance(record, dict) or not record.get("moved_to"):
+        return None
+    packages = record.get("packages") or {}
+    return {
+        "moved_from": record.get("moved_from") or "",
+        "moved_to": record.get("moved_to"),
+        "moved": bool(record.get("moved")),
+        "verified": bool(record.get("verified")),
+        "message": record.get("message") or "",
+        "torch_version": record.get("torch_version") or "",
+        "cuda_version": record.get("cuda_version") or "",
+        "python_version": record.get("python_version") or "",
+        "package_count": len(packages),
+        "packages": dict(sorted(packages.items())) if isinstance(packages, dict) else {},
+    }
+
+
 def host_row(name, entry, previous_row, lock_dir, mode):
     """One report row from the host's registered result of this run."""
     entry = dict(entry or {})
@@ -292,6 +312,7 @@ def host_row(name, entry, previous_row, lock_dir, mode):
         "active_venv": entry.get("active_venv"),
         "previous_venv": entry.get("previous_venv"),
         "activated": bool(entry.get("activated")),
+        "adopted": _adopted(entry.get("adopted")),
         "gpus": gpus,
         "gpu_count": len(gpus),
         "gpu_summary": _gpu_summary(gpus) if status not in ("unreachable", "not_run") else None,

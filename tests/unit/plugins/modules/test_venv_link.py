@@ -79,6 +79,32 @@ def test_real_directory_at_the_stable_path_is_refused(tmp_path, monkeypatch):
     result = run(monkeypatch, link=str(tmp_path / 'ml-env'))
     assert result.get('failed') is True
     assert 'exists and is not a symlink' in result['msg'] and str(tmp_path / 'ml-env') in result['msg']
+    # the refusal names the variable that adopts it
+    assert 'gpufleet_adopt_existing_venv=true' in result['msg']
+
+
+def test_adopt_accepts_a_hand_built_venv_as_the_active_one(tmp_path, monkeypatch):
+    hand = make_venv(str(tmp_path / 'ml-env'))
+    (tmp_path / 'ml-env' / 'pyvenv.cfg').write_text('home = /usr/bin\n')
+    result = run(monkeypatch, link=hand, adopt=True)
+    assert result.get('failed') is not True, result
+    assert result['link_exists'] is True and result['link_is_directory'] is True
+    assert result['active_venv'] == hand and result['target'] == hand and result['target_python'] is True
+
+
+def test_adopt_refuses_a_directory_that_is_not_a_venv_naming_what_it_holds(tmp_path, monkeypatch):
+    (tmp_path / 'ml-env').mkdir()
+    (tmp_path / 'ml-env' / 'notes.txt').write_text('x')
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'), adopt=True)
+    assert result.get('failed') is True
+    assert 'is not a Python venv (no pyvenv.cfg; no bin/python; it holds notes.txt)' in result['msg']
+
+
+def test_a_symlink_reads_the_same_with_adopt(tmp_path, monkeypatch):
+    active = make_venv(str(tmp_path / 'ml-env-a'))
+    os.symlink(active, str(tmp_path / 'ml-env'))
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'), adopt=True)
+    assert result['link_is_directory'] is False and result['active_venv'] == active
 
 
 @pytest.mark.parametrize('params, name', [
