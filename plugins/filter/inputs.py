@@ -10,9 +10,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from collections.abc import Mapping
+
+try:
+    from urllib.parse import urlsplit
+except ImportError:  # pragma: no cover - Python 2 controllers are not supported
+    from urlparse import urlsplit
 
 from ansible.module_utils.parsing.convert_bool import BOOLEANS, boolean
 
@@ -23,6 +29,7 @@ PATCH_ACTIONS = ("replacement", "insert_after", "insert_before")
 PATCH_REQUIRED = ("name", "file", "reason", "pattern")
 _CAPABILITY_RE = re.compile(r"^[0-9]+\.[0-9]+$")
 _INT_RE = re.compile(r"^[0-9]+$")
+_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*$")
 
 
 def _is_bool(value):
@@ -69,7 +76,7 @@ def _expect_value_error(key, value):
             (isinstance(value, str) and _INT_RE.match(value.strip()))
         return "" if ok else "an integer >= 0"
     if kind == "float":
-        return "" if _is_number(value) else "a number"
+        return "" if _is_number(value) and math.isfinite(float(value)) and float(value) >= 0 else "a number >= 0"
     if kind == "bool":
         return "" if _is_bool(value) else "true or false"
     if key == "kernels":
@@ -86,6 +93,8 @@ def _expect_value_error(key, value):
         return "a string"
     if key == "compute_capability" and not _CAPABILITY_RE.match(str(value)):
         return "MAJOR.MINOR like 9.0 or 12.0"
+    if key in ("min_driver_version", "min_cudnn_version") and not _VERSION_RE.match(str(value)):
+        return "a version of dot-separated numbers like 580.65 or 9.10"
     if key == "device_name":
         try:
             re.compile(str(value))
@@ -179,10 +188,72 @@ def patch_rule_errors(rules, name="sgl_kernel_patch_rules"):
     return errors
 
 
+def _masked(url):
+    """URL with any user:password@ part replaced by ***@, for messages."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1***@", url)
+
+
+def url_errors(value, name, schemes=("http", "https", "file"), credentials=True, empty=False):
+    """Why VALUE (a URL, or a list of them) is not a usable URL ([] when it is).
+
+    Each URL needs one of SCHEMES and a host (file:// URLs an absolute path
+    and no host);
+    with CREDENTIALS false a user:password@ part is refused (the variable is
+    written where others can read it). EMPTY allows ''. The messages name
+    NAME and never show a credential."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    label = (lambda i: "%s[%d]" % (name, i)) if isinstance(value, (list, tuple)) else (lambda i: name)
+    allowed = ", ".join("%s://" % s for s in schemes)
+    errors = []
+    for index, url in enumerate(values):
+        if not isinstance(url, str):
+            errors.append("%s must be a URL (%s) (got %s %r)" % (label(index), allowed, _kind(url), url))
+            continue
+        if url == "" and empty:
+            continue
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        if url != url.strip() or any(c.isspace() for c in url):
+            errors.append("%s must be a URL without spaces (got %r)" % (label(index), _masked(url)))
+        elif scheme not in schemes:
+            errors.append("%s must be a URL starting with one of %s (got %r)" % (label(index), allowed, _masked(url)))
+        elif scheme == "file" and (parts.netloc not in ("", "localhost") or not parts.path.startswith("/")):
+            errors.append("%s must be a file:// URL with an absolute path, file:///like/this (got %r)"
+                          % (label(index), url))
+        elif scheme != "file" and not parts.hostname:
+            errors.append("%s must be a URL with a host after %s:// (got %r)" % (label(index), scheme, _masked(url)))
+        elif not credentials and "@" in parts.netloc:
+            errors.append("%s must not carry credentials (user:password@): it is written where others can read it "
+                          "(got %r)" % (label(index), _masked(url)))
+    return errors
+
+
+def list_errors(values, elements="str"):
+    """Why the variables in VALUES (name -> value) are not lists ([] when
+    they are). A string is refused: an argument spec's list type would split
+    it at commas instead of failing. ELEMENTS "str" also wants string items,
+    "dict" dicts, "any" anything."""
+    kinds = {"str": (str,), "dict": (Mapping,), "any": (object,)}
+    errors = []
+    for name in sorted(values):
+        value = values[name]
+        if value is None:
+            continue
+        if not isinstance(value, (list, tuple)):
+            errors.append("%s must be a list (got %s %r)" % (name, _kind(value), value))
+        elif not all(isinstance(v, kinds[elements]) for v in value):
+            bad = [v for v in value if not isinstance(v, kinds[elements])]
+            errors.append("%s must be a list of %ss (got %s %r)" % (name, {"str": "string", "dict": "dict"}.get(
+                elements, elements), _kind(bad[0]), bad[0]))
+    return errors
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "expect_errors": expect_errors,
             "patch_rule_errors": patch_rule_errors,
             "tolerance_errors": tolerance_errors,
+            "url_errors": url_errors,
+            "list_errors": list_errors,
         }

@@ -8,8 +8,10 @@ import pytest
 from ansible_collections.gpufleet.inference.plugins.filter.inputs import (
     FilterModule,
     expect_errors,
+    list_errors,
     patch_rule_errors,
     tolerance_errors,
+    url_errors,
 )
 
 GOOD_RULE = {"name": "cxx20", "file": "CMakeLists.txt", "reason": "torch needs C++20",
@@ -124,3 +126,58 @@ def test_registered_under_contract_names():
     filters = FilterModule().filters()
     assert filters["expect_errors"] is expect_errors
     assert filters["patch_rule_errors"] is patch_rule_errors
+
+
+@pytest.mark.parametrize("expect, fragment", [
+    ({"min_smoke_tflops": -1}, "gpufleet_expect.min_smoke_tflops must be a number >= 0 (got -1)"),
+    ({"min_smoke_tflops": "nan"}, "gpufleet_expect.min_smoke_tflops must be a number >= 0"),
+    ({"min_driver_version": "latest"}, "gpufleet_expect.min_driver_version must be a version of dot-separated numbers"),
+    ({"min_cudnn_version": "9.x"}, "gpufleet_expect.min_cudnn_version must be a version of dot-separated numbers"),
+], ids=["tflops_negative", "tflops_nan", "driver_word", "cudnn_x"])
+def test_expect_thresholds_out_of_range(expect, fragment):
+    errors = expect_errors(expect)
+    assert len(errors) == 1 and errors[0].startswith(fragment), errors
+
+
+@pytest.mark.parametrize("value, kwargs", [
+    ("https://download.pytorch.org/whl/nightly/cu130", {}),
+    ("https://user:token@index.example/simple", {}),
+    ("file:///srv/wheels", {}),
+    (["https://a.example/simple", "http://10.0.0.1:8080/simple"], {}),
+    ("", {"empty": True}),
+    ("ssh://git@git.example/sglang.git", {"schemes": ["ssh", "https"]}),
+], ids=["https", "credentials_allowed", "file", "list", "empty_allowed", "ssh"])
+def test_url_accepted(value, kwargs):
+    assert url_errors(value, "v", **kwargs) == []
+
+
+@pytest.mark.parametrize("value, kwargs, message", [
+    ("download.pytorch.org/whl", {}, "v must be a URL starting with one of http://, https://, file:// (got 'download.pytorch.org/whl')"),
+    ("https:///simple", {}, "v must be a URL with a host after https:// (got 'https:///simple')"),
+    ("file://relative/dir", {}, "v must be a file:// URL with an absolute path, file:///like/this (got 'file://relative/dir')"),
+    ("https://a.example/ simple", {}, "v must be a URL without spaces"),
+    ("", {}, "v must be a URL starting with one of"),
+    (["https://ok.example/", "ftp://old.example/"], {}, "v[1] must be a URL starting with one of"),
+    (42, {}, "v must be a URL (http://, https://, file://) (got number 42)"),
+    ("https://user:s3cret@repo.example/cuda/", {"credentials": False},
+     "v must not carry credentials (user:password@): it is written where others can read it (got 'https://***@repo.example/cuda/')"),
+], ids=["no_scheme", "no_host", "file_relative", "space", "empty", "list_item", "number", "credentials_refused"])
+def test_url_refused(value, kwargs, message):
+    errors = url_errors(value, "v", **kwargs)
+    assert len(errors) == 1 and errors[0].startswith(message), errors
+    # a credential never reaches the message
+    assert all("s3cret" not in e for e in errors)
+
+
+def test_list_errors_refuse_strings_and_wrong_items():
+    assert list_errors({"a": ["x"], "b": [], "c": None}) == []
+    assert list_errors({"pkgs": "flashinfer-python,flashinfer-cubin"}) == [
+        "pkgs must be a list (got string 'flashinfer-python,flashinfer-cubin')"]
+    assert list_errors({"args": ["-DX=1", 3]}) == ["args must be a list of strings (got number 3)"]
+    assert list_errors({"wheels": [{"name": "x"}, "y"]}, "dict") == ["wheels must be a list of dicts (got string 'y')"]
+    assert list_errors({"m": {"a": 1}}) == ["m must be a list (got dict {'a': 1})"]
+
+
+def test_url_and_list_filters_are_registered():
+    filters = FilterModule().filters()
+    assert filters["url_errors"] is url_errors and filters["list_errors"] is list_errors
