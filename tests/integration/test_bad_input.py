@@ -139,6 +139,26 @@ CASES = [
          "flashinfer_jit_warm_timeout must be a number of seconds > 0", "(got 0)"),
     case("keep-previous-negative", {"gpufleet_keep_previous_venvs": -1},
          "gpufleet_keep_previous_venvs must be an integer >= 0", "(got -1)"),
+    # URLs and lists, checked even where this mode does not use them (a
+    # wheelhouse instead of the index, a git source instead of an archive)
+    case("torch-index-url-no-scheme", {"torch_nightly_index_url": "download.pytorch.org/whl/nightly/cu130"},
+         "torch_nightly_index_url must be a URL starting with one of http://, https://, file://",
+         "(got 'download.pytorch.org/whl/nightly/cu130')"),
+    case("torch-extra-index-string", {"torch_nightly_extra_index_urls": "https://a.example/simple"},
+         "torch_nightly_extra_index_urls must be a list", "(got string 'https://a.example/simple')"),
+    case("cuda-apt-url-credentials", dict(CUDA, cuda_toolkit_apt_repo_url="https://mirror:s3cret@cuda.example/repos/debian12/x86_64/"),
+         "cuda_toolkit_apt_repo_url must not carry credentials (user:password@)", "(got 'https://***@cuda.example/"),
+    case("sgl-archive-url-no-host", {"sgl_kernel_archive_url": "https:///sglang.tar.gz"},
+         "sgl_kernel_archive_url must be a URL with a host after https://", "(got 'https:///sglang.tar.gz')"),
+    case("sgl-repo-not-a-url", {"sgl_kernel_repo": "github.com/sgl-project/sglang"},
+         "sgl_kernel_repo must be a URL starting with one of https://, http://, ssh://, git://, file://",
+         "(got 'github.com/sgl-project/sglang')"),
+    case("flashinfer-packages-string", {"flashinfer_packages": "flashinfer-python,flashinfer-cubin"},
+         "flashinfer_packages must be a list", "(got string 'flashinfer-python,flashinfer-cubin')"),
+    case("expect-tflops-negative", {"gpufleet_expect": dict(SANDBOX_EXPECT, min_smoke_tflops=-5)},
+         "gpufleet_expect.min_smoke_tflops must be a number >= 0", "(got -5)"),
+    case("adopt-not-a-bool", {"gpufleet_adopt_existing_venv": "maybe"},
+         "gpufleet_adopt_existing_venv", "'maybe'"),
     # verify.yml
     case("expect-device-count-word", {"gpufleet_expect": dict(SANDBOX_EXPECT, device_count="many")},
          "gpufleet_expect.device_count must be an integer >= 0", "(got 'many')", playbook="verify"),
@@ -271,6 +291,8 @@ def test_bad_input_is_refused_before_any_change(outcomes, c):
         assert (o.row["status"], o.row["stage"]) == ("failed", STAGE[c.playbook]), o.row
         message = o.row["message"]
     message = " ".join(message.split())
+    # a credential given in a bad value is never repeated
+    assert "s3cret" not in o.out
     missing = [w for w in c.words if " ".join(w.split()) not in message]
     assert not missing, "%s not in the failure message: %s" % (missing, message[-3000:])
     before = outcomes["before"][host]
@@ -279,4 +301,4 @@ def test_bad_input_is_refused_before_any_change(outcomes, c):
 
 
 def test_enough_cases():
-    assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)
+    assert len(CASES) >= 50 and len({c.id for c in CASES}) == len(CASES)
