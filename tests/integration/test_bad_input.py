@@ -183,8 +183,16 @@ CASES = [
          playbook="rollback", inventory="empty"),
     case("hosts-match-nothing", {"gpufleet_hosts": "gpu*"},
          "gpufleet_hosts must be a host pattern that matches at least one host", "(got 'gpu*')"),
+    # play keywords (-e only), checked on the controller before the hosts' play
+    case("serial-zero", {"gpufleet_serial": 0},
+         "gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them", "(got 0)"),
+    case("max-fail-percentage-150", {"gpufleet_max_fail_percentage": 150},
+         "gpufleet_max_fail_percentage must be an integer 0-100", "(got '150')", playbook="rollback"),
 ]
-NO_HOSTS = {c.id for c in CASES if c.inventory == "empty" or "gpufleet_hosts" in (c.extra if isinstance(c.extra, dict) else {})}
+# refused on the controller, before the hosts' play: no report row
+CONTROLLER_VARS = ("gpufleet_hosts", "gpufleet_serial", "gpufleet_max_fail_percentage")
+NO_HOSTS = {c.id for c in CASES if c.inventory == "empty"
+            or any(k in (c.extra if isinstance(c.extra, dict) else {}) for k in CONTROLLER_VARS)}
 
 # The previous state: a real venv with a marker distribution, the stable link
 # to it, and a root-owned loader file.
