@@ -11,11 +11,11 @@ DOCUMENTATION = r'''
 ---
 module: venv_adopt
 short_description: Move a hand-built venv off the stable path and link the stable path to a verified venv
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - For C(gpufleet_adopt_existing_venv). When the stable path (for example C(~/ml-env)) is a real
     venv directory, renames it to O(destination) beside it and makes the stable path a symlink to
-    O(target). Renames only, in the same folder: the hand-built venv is never copied or deleted.
+    O(target). Renames only, in the same folder; the hand-built venv is never copied or deleted.
   - The new link is created beside the stable path first, so the stable path is missing only
     between two C(rename(2)) calls.
   - A stable path that is a symlink already (a second run) is no change.
@@ -45,9 +45,11 @@ options:
     default: ''
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
-    details: Reports what it would move, and where, without moving it.
+    details: Reports what it would move, and where, without moving it (O(target) may not exist yet).
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 seealso:
   - module: gpufleet.inference.venv_link
