@@ -53,8 +53,10 @@ def read_markers(venv, names):
 
 
 def venv_problems(path):
-    """What keeps the directory `path` from being a Python venv: a list of
-    findings, empty for a venv (pyvenv.cfg and bin/python present)."""
+    """What keeps `path` from being a Python venv: a list of findings, empty
+    for a venv directory (pyvenv.cfg and bin/python present)."""
+    if not os.path.isdir(path):
+        return ['not a directory']
     problems = []
     if not os.path.isfile(os.path.join(path, 'pyvenv.cfg')):
         problems.append('no pyvenv.cfg')
@@ -70,14 +72,16 @@ def venv_problems(path):
     return problems
 
 
+def require_venv(path, consequence):
+    """Raise LinkError naming what `path` holds unless it is a venv directory."""
+    problems = venv_problems(path)
+    if problems:
+        raise LinkError('%s is not a Python venv (%s): %s; nothing was changed.' % (path, '; '.join(problems), consequence))
+
+
 def adopted_path(link_path, day):
     """Where a hand-built venv at the stable path is moved to: <link>-adopted-<YYYYMMDD>."""
     return '%s-adopted-%s' % (link_path, day)
-
-
-def is_adopted(path):
-    """A venv that was adopted (moved from the stable path), never pruned."""
-    return '-adopted-' in os.path.basename(path.rstrip('/'))
 
 
 def resolve(link, venv='', markers=(), adopt=False):
@@ -107,12 +111,7 @@ def resolve(link, venv='', markers=(), adopt=False):
             'for rollback, or move it yourself (e.g. to %s-legacy) and re-run; nothing was changed.'
             % (link_path, link_path))
     if is_directory:
-        problems = venv_problems(link_path) if os.path.isdir(link_path) else ['not a directory']
-        if problems:
-            raise LinkError(
-                '%s is not a Python venv (%s): gpufleet_adopt_existing_venv adopts only a venv '
-                '(pyvenv.cfg and bin/python); nothing was changed.' % (link_path, '; '.join(problems)))
-    if is_directory:
+        require_venv(link_path, 'gpufleet_adopt_existing_venv adopts only a venv (pyvenv.cfg and bin/python)')
         active_venv = link_path
     else:
         active_venv = os.path.realpath(link_path) if link_exists else ''
@@ -147,10 +146,7 @@ def adopt(link_path, target, destination, check_mode=False):
         return result
     if os.path.dirname(destination.rstrip('/')) != os.path.dirname(link_path.rstrip('/')):
         raise LinkError('the adopted venv must stay beside %s (got %s)' % (link_path, destination))
-    problems = venv_problems(link_path) if os.path.isdir(link_path) else ['not a directory']
-    if problems:
-        raise LinkError('%s is not a Python venv (%s): it is not adopted; nothing was changed.'
-                        % (link_path, '; '.join(problems)))
+    require_venv(link_path, 'it is not adopted')
     if os.path.lexists(destination):
         raise LinkError('%s already exists: %s is not moved onto it; nothing was changed.' % (destination, link_path))
     # (in check mode the new venv may not be built yet)
