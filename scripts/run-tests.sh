@@ -10,6 +10,9 @@ cd "$root" || exit 2
 logs="$root/.cache/test-logs"
 rm -rf "$logs"; mkdir -p "$logs"
 passed=0; failed=0; failures=()
+# scripts/sandbox.py appends every failure of its own here; the first is
+# printed at the end, where a truncated CI log still shows it.
+export GPUFLEET_SANDBOX_FAILURE_LOG="$logs/sandbox-failures.log"
 t0=$(date +%s)
 
 stage() {  # stage NAME TIMEOUT_S CMD...
@@ -57,6 +60,10 @@ done
 count_pytest integration 4200 tests/integration
 
 echo
+if [ -s "$GPUFLEET_SANDBOX_FAILURE_LOG" ]; then
+  echo "sandbox failures: $(grep -c '^sandbox.py ' "$GPUFLEET_SANDBOX_FAILURE_LOG"); the first:"
+  head -c 2500 "$GPUFLEET_SANDBOX_FAILURE_LOG" | head -n 30 | sed 's/^/    /'
+fi
 [ ${#failures[@]} -gt 0 ] && printf 'failed: %s\n' "${failures[@]}"
 echo "logs: .cache/test-logs/  total time: $(( $(date +%s) - t0 ))s"
 echo "$passed passed, $failed failed"

@@ -1,8 +1,11 @@
 """The sandbox fleet: N systemd containers of the test image, reachable over
-real SSH on 127.0.0.1 ports, with a key generated per sandbox. Where a
-forwarded port does not answer but the container's own address does, that
-address is used (said on stderr); where neither does, the error shows sshd's
-state in the host, the port mapping and the firewall rules for the port.
+real SSH with a key generated per sandbox. The containers share the
+controller's network (no bridge, no port forwarding, no firewall rules):
+host sbxN's sshd listens on 127.0.0.1 at port GPUFLEET_SANDBOX_PORT_BASE+N-1
+(22201 for sbx1). A host whose sshd does not answer fails with the
+container's state, sshd's state and log inside it and who listens on its port;
+with GPUFLEET_SANDBOX_FAILURE_LOG set, that error is also appended there
+(`make test` prints it at the end of its output).
 
     sandbox.py up [--hosts N]      start (or reuse) N hosts, write the inventory
     sandbox.py down                remove every sandbox host and its key
@@ -30,17 +33,24 @@ INVENTORY = os.path.join(ROOT, "inventories", "sandbox", "hosts.yml")
 IMAGE = os.environ.get("GPUFLEET_TEST_IMAGE", "localhost/gpufleet-debian12:latest")
 PREFIX = os.environ.get("GPUFLEET_SANDBOX_PREFIX", "gpufleet-sbx")
 PORT_BASE = int(os.environ.get("GPUFLEET_SANDBOX_PORT_BASE", "22201"))
-ADDRESSES = os.path.join(STATE, "addresses.json")
 LABEL = "gpufleet.sandbox=1"
 USER = "deploy"
+# Containers share the controller's network (no bridge, no port forwarding):
+# each host's sshd listens on 127.0.0.1 at a port of its own.
+REVISION_LABEL = "gpufleet.sandbox.revision=2"
+SSHD_CONF = "/etc/ssh/sshd_config.d/gpufleet-sandbox.conf"
+STARTABLE = ("created", "configured", "exited", "stopped")
 
 
 class SandboxError(Exception):
     pass
 
 
-def run(argv, check=True, input_text=None):
-    proc = subprocess.run(argv, capture_output=True, text=True, input=input_text, check=False)
+def run(argv, check=True, input_text=None, timeout=180):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, input=input_text, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SandboxError("command did not end within %ds: %s" % (timeout, " ".join(argv)))
     if check and proc.returncode != 0:
         raise SandboxError(
             "command failed (rc=%d): %s\nstdout: %s\nstderr: %s"
@@ -87,77 +97,59 @@ def banner(addr, port):
         return False
 
 
-def container_ip(name):
-    proc = run(["podman", "inspect", "--format", "{{.NetworkSettings.IPAddress}}", name], check=False)
-    return proc.stdout.strip() if proc.returncode == 0 else ""
+def port_of(name):
+    return PORT_BASE + int(name[len(PREFIX):]) - 1
 
 
 def diagnose(name, port):
-    """What a failed wait saw: sshd inside the host, its sockets, the port mapping."""
+    """What a failed wait saw: the container, sshd inside it, who listens on the port."""
     lines = []
     for label, argv in (
+            ("container", ["podman", "ps", "-a", "--filter", "name=^%s$" % name,
+                           "--format", "{{.Status}}"]),
             ("sshd in the host", ["podman", "exec", name, "sh", "-c",
-                                  "systemctl is-active ssh.service; ss -ltn 2>/dev/null | grep -w 22 || true"]),
-            ("podman port", ["podman", "port", name]),
-            ("host firewall rules for the port", ["sh", "-c", "iptables -t nat -S 2>&1 | grep -w %d || true" % port])):
-        proc = run(argv, check=False)
+                                  "systemctl is-active ssh.service; cat %s 2>&1; "
+                                  "journalctl -u ssh.service -n 5 --no-pager 2>&1 | tail -n 5" % SSHD_CONF]),
+            ("listening on the port", ["sh", "-c", "ss -ltnp 2>&1 | grep -w ':%d' || true" % port])):
+        proc = run(argv, check=False, timeout=30)
         lines.append("%s: %s" % (label, (proc.stdout + proc.stderr).strip().replace("\n", "; ") or "(nothing)"))
     return "\n".join(lines)
 
 
-def wait_ssh(name, port, pubkey, timeout=float(os.environ.get("GPUFLEET_SANDBOX_SSH_TIMEOUT", "90"))):
-    """(address, port) at which the host's sshd answers.
-
-    The forwarded loopback port is the address of record. Where it does not
-    answer but the container's own address does (the port forwarding of this
-    machine's firewall is broken, the host itself is fine), the container
-    address is used instead and that is said on stderr. An sshd that is not
-    running after 10 s is started once; a host that answers on neither after
-    a third of the timeout is restarted once (its port forwarding with it)."""
+def wait_ssh(name, port, timeout=float(os.environ.get("GPUFLEET_SANDBOX_SSH_TIMEOUT", "60"))):
+    """Wait until the host's sshd answers on 127.0.0.1:port. An sshd that does
+    not answer after 10 s is restarted once (said on stderr)."""
     start = time.monotonic()
-    deadline = start + timeout
-    ip = ""
     restarted = False
-    while time.monotonic() < deadline:
-        if not restarted and time.monotonic() - start > timeout / 3:
-            restarted = True
-            print("sandbox: %s: no sshd answers after %ds; restarting the host\n%s"
-                  % (name, timeout / 3, diagnose(name, port)), file=sys.stderr)
-            run(["podman", "restart", "-t", "2", name])
-            prepare(name, pubkey)
-            ip = ""
+    while time.monotonic() - start < timeout:
         if banner("127.0.0.1", port):
             return "127.0.0.1", port
-        if time.monotonic() - start > 10:
-            if not ip:
-                # Once: an sshd that stopped (or never started) is started again.
-                run(["podman", "exec", name, "sh", "-c",
-                     "systemctl is-active --quiet ssh.service || systemctl restart ssh.service"], check=False)
-                ip = container_ip(name) or "none"
-                time.sleep(0.5)
-                continue
-            if ip != "none" and banner(ip, 22):
-                print("sandbox: %s: 127.0.0.1:%d does not answer, %s:22 does; the inventory uses %s:22"
-                      % (name, port, ip, ip), file=sys.stderr)
-                return ip, 22
+        if not restarted and time.monotonic() - start > 10:
+            restarted = True
+            print("sandbox: %s: no sshd on 127.0.0.1:%d after 10s; restarting ssh.service\n%s"
+                  % (name, port, diagnose(name, port)), file=sys.stderr)
+            run(["podman", "exec", name, "sh", "-c", "systemctl reset-failed ssh.service; systemctl restart ssh.service"],
+                check=False, timeout=60)
         time.sleep(0.2)
-    raise SandboxError("sshd of %s answers neither on 127.0.0.1:%d nor on its own address %s:22 within %ds\n%s"
-                       % (name, port, ip or "none", timeout, diagnose(name, port)))
+    raise SandboxError("sshd of %s does not answer on 127.0.0.1:%d within %ds\n%s"
+                       % (name, port, timeout, diagnose(name, port)))
 
 
 def prepare(name, pubkey):
-    """Per-container host keys and the deploy user's authorized key."""
+    """Per-container host keys, the sshd port on loopback and the deploy
+    user's authorized key; then sshd is (re)started."""
     script = (
         "set -e; ls /etc/ssh/ssh_host_ed25519_key >/dev/null 2>&1 || ssh-keygen -A >/dev/null; "
+        "printf 'Port %d\\nListenAddress 127.0.0.1\\n' > {conf}; "
         "install -d -m 0700 -o {u} -g {u} /home/{u}/.ssh; "
         "printf '%s\\n' \"$1\" > /home/{u}/.ssh/authorized_keys; "
         "chown {u}:{u} /home/{u}/.ssh/authorized_keys; chmod 0600 /home/{u}/.ssh/authorized_keys; "
         "systemctl restart ssh.service"
-    ).format(u=USER)
+    ).format(u=USER, conf=SSHD_CONF).replace("%d", str(port_of(name)), 1)
     # systemd may still be starting: retry briefly until systemctl answers.
     last = None
     for dummy in range(50):
-        proc = run(["podman", "exec", name, "sh", "-c", script, "sh", pubkey], check=False)
+        proc = run(["podman", "exec", name, "sh", "-c", script, "sh", pubkey], check=False, timeout=60)
         if proc.returncode == 0:
             return
         last = proc
@@ -170,6 +162,14 @@ def host_key(name):
     return run(["podman", "exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"]).stdout.split()[:2]
 
 
+def create(name, i):
+    run(["podman", "run", "-d", "--name", name, "--hostname", host_name(i),
+         "--label", LABEL, "--label", REVISION_LABEL, "--network", "host",
+         # sudo resolves the host's own name; the shared network has no entry for it.
+         "--add-host", "%s:127.0.1.1" % host_name(i),
+         "--systemd=always", "--stop-timeout", "5", IMAGE, "/sbin/init"])
+
+
 def up(n):
     if n < 1:
         raise SandboxError("--hosts must be at least 1, got %d" % n)
@@ -177,21 +177,34 @@ def up(n):
     existing = containers()
     hosts = {}
     for i in range(1, n + 1):
-        name, port = container(i), PORT_BASE + i - 1
+        name = container(i)
         c = existing.get(name)
+        if c is not None and not current(c):
+            # Made by an older sandbox (another network set-up) or stuck
+            # half-way (stopping, paused): a throwaway host is made anew.
+            print("sandbox: %s is %s (sandbox revision %s); making it anew"
+                  % (name, c.get("State"), (c.get("Labels") or {}).get(REVISION_LABEL.split("=")[0], "1")),
+                  file=sys.stderr)
+            run(["podman", "rm", "-f", "-t", "2", name], timeout=120)
+            c = None
         if c is None:
-            run(["podman", "run", "-d", "--name", name, "--hostname", host_name(i),
-                 "--label", LABEL, "--systemd=always", "--stop-timeout", "5",
-                 "-p", "127.0.0.1:%d:22" % port, IMAGE, "/sbin/init"])
+            create(name, i)
             prepare(name, pubkey)
         elif c.get("State") != "running":
             run(["podman", "start", name])
             prepare(name, pubkey)
-        hosts[host_name(i)] = wait_ssh(name, port, pubkey)
+        hosts[host_name(i)] = wait_ssh(name, port_of(name))
     publish(hosts, key)
     print("sandbox up: %d host(s): %s; inventory %s"
           % (n, ", ".join("%s=%s:%d" % (h, a, p) for h, (a, p) in hosts.items()),
              os.path.relpath(INVENTORY, ROOT)))
+
+
+def current(c):
+    """A container this revision of the sandbox made, in a state it can use."""
+    labels = c.get("Labels") or {}
+    return (labels.get(REVISION_LABEL.split("=")[0]) == REVISION_LABEL.split("=")[1]
+            and c.get("State") in STARTABLE + ("running",))
 
 
 def publish(hosts, key):
@@ -200,36 +213,23 @@ def publish(hosts, key):
     known = []
     for h, (addr, port) in hosts.items():
         kt, kv = host_key(PREFIX + h[3:])
-        # OpenSSH names a host on the default port without brackets.
-        known.append("%s %s %s" % (addr if port == 22 else "[%s]:%d" % (addr, port), kt, kv))
+        known.append("[%s]:%d %s %s" % (addr, port, kt, kv))
     with open(os.path.join(STATE, "known_hosts"), "w") as f:
         f.write("\n".join(known) + "\n")
-    with open(ADDRESSES, "w") as f:
-        json.dump(hosts, f)
     write_inventory(hosts, key)
     for h, (addr, port) in hosts.items():
-        proc = run(ssh_argv(addr, port, key) + ["true"], check=False)
+        proc = run(ssh_argv(addr, port, key) + ["true"], check=False, timeout=60)
         if proc.returncode != 0:
             raise SandboxError("ssh to %s (%s:%d) failed: %s" % (h, addr, port, proc.stderr.strip()))
 
 
 def start(host):
-    """Start a stopped host again; where it came back at another address
-    (the container-address fallback), the inventory follows it."""
+    """Start a stopped host again and wait for its sshd."""
     name = PREFIX + host[3:]
     run(["podman", "start", name])
-    key, pubkey = ensure_key()
+    dummy, pubkey = ensure_key()
     prepare(name, pubkey)
-    try:
-        with open(ADDRESSES) as f:
-            hosts = {h: tuple(v) for h, v in json.load(f).items()}
-    except (OSError, ValueError):
-        return
-    if host in hosts:
-        now = wait_ssh(name, PORT_BASE + int(host[3:]) - 1, pubkey)
-        if now != hosts[host]:
-            hosts[host] = now
-            publish(hosts, key)
+    wait_ssh(name, port_of(name))
 
 
 def ssh_argv(addr, port, key):
@@ -332,6 +332,10 @@ def main():
                 print("%s %s" % (name, c.get("State")))
     except SandboxError as e:
         print("sandbox: %s" % e, file=sys.stderr)
+        record = os.environ.get("GPUFLEET_SANDBOX_FAILURE_LOG")
+        if record:
+            with open(record, "a") as f:
+                f.write("sandbox.py %s: %s\n" % (" ".join(sys.argv[1:]), e))
         return 1
     return 0
 
