@@ -37,7 +37,8 @@ LABEL = "gpufleet.sandbox=1"
 USER = "deploy"
 # Containers share the controller's network (no bridge, no port forwarding):
 # each host's sshd listens on 127.0.0.1 at a port of its own.
-REVISION_LABEL = "gpufleet.sandbox.revision=2"
+REVISION_KEY, REVISION = "gpufleet.sandbox.revision", "2"
+REVISION_LABEL = "%s=%s" % (REVISION_KEY, REVISION)
 SSHD_CONF = "/etc/ssh/sshd_config.d/gpufleet-sandbox.conf"
 STARTABLE = ("created", "configured", "exited", "stopped")
 
@@ -183,7 +184,7 @@ def up(n):
             # Made by an older sandbox (another network set-up) or stuck
             # half-way (stopping, paused): a throwaway host is made anew.
             print("sandbox: %s is %s (sandbox revision %s); making it anew"
-                  % (name, c.get("State"), (c.get("Labels") or {}).get(REVISION_LABEL.split("=")[0], "1")),
+                  % (name, c.get("State"), (c.get("Labels") or {}).get(REVISION_KEY, "1")),
                   file=sys.stderr)
             run(["podman", "rm", "-f", "-t", "2", name], timeout=120)
             c = None
@@ -203,7 +204,7 @@ def up(n):
 def current(c):
     """A container this revision of the sandbox made, in a state it can use."""
     labels = c.get("Labels") or {}
-    return (labels.get(REVISION_LABEL.split("=")[0]) == REVISION_LABEL.split("=")[1]
+    return (labels.get(REVISION_KEY) == REVISION
             and c.get("State") in STARTABLE + ("running",))
 
 

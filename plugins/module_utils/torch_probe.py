@@ -249,6 +249,40 @@ def kernel_checks(torch, params, facts, loaded):
                              tolerances=params.get('kernel_tolerances') or {}, jit_dirs=jit_dirs)
 
 
+def collectives_check(torch, params, facts, deadline):
+    """The all-reduce check (module_utils collectives) where it was asked for:
+    one rank per GPU with NCCL, or collectives_world_size CPU ranks with gloo.
+    A host where it cannot run gets status skipped and the reason."""
+    checks = helper('collectives')
+    backend = params.get('collectives_backend') or 'nccl'
+    world_size = facts['device_count'] if backend == 'nccl' else int(params.get('collectives_world_size') or 0)
+    sizes = params.get('collectives_sizes_mib') or list(checks.DEFAULT_SIZES_MIB)
+    reason = checks.skip_reason(facts['device_count'], backend, world_size)
+    import torch.distributed
+
+    if reason is None and backend == 'nccl' and not torch.distributed.is_nccl_available():
+        reason = 'this torch has no NCCL backend'
+    if reason is not None:
+        result = checks.new_result(backend, world_size, sizes)
+        result['reason'] = reason
+        return result
+    # leave the probe's own alarm a few seconds to print what it found
+    timeout = min(int(params.get('collectives_timeout') or 120), int(deadline - time.time()) - 5)
+    if timeout < 5:
+        result = checks.new_result(backend, world_size, sizes)
+        result.update(status='failed', reason='expected time left for the all-reduce check, found %d s of the '
+                      'probe timeout left' % max(timeout + 5, 0))
+        return result
+    result = checks.run(sys.executable, backend, world_size, sizes, int(params.get('collectives_iterations') or
+                        checks.DEFAULT_ITERATIONS), timeout, plant=params.get('collectives_plant'))
+    result['nccl_version'] = facts.get('nccl_version') if backend == 'nccl' else None
+    if backend == 'nccl':
+        count = facts['device_count']
+        result['p2p'] = [[None if i == j else bool(torch.cuda.can_device_access_peer(i, j)) for j in range(count)]
+                         for i in range(count)]
+    return result
+
+
 def _finite_or_none(value):
     import math
 
@@ -408,6 +442,7 @@ def empty_facts():
         'smoke_error': None,
         'kernels': [],
         'kernels_error': None,
+        'collectives': None,
         'flashinfer_jit': None,
         'requirement_conflicts': None,
         'packages': {},
@@ -416,6 +451,7 @@ def empty_facts():
 
 
 def run(params):
+    deadline = time.time() + int(params.get('timeout') or 3600)
     facts = empty_facts()
     ldconfig = _which('ldconfig', ('/sbin', '/usr/sbin'))
     ldconfig_proc = _start([ldconfig, '-p']) if ldconfig else None
@@ -460,6 +496,8 @@ def run(params):
                 import traceback
 
                 facts['kernels_error'] = '%s\n%s' % (_error_text(exc), traceback.format_exc()[-2000:])
+        if params.get('collectives'):
+            facts['collectives'] = collectives_check(torch, params, facts, deadline)
 
     facts['libcudart'] = parse_ldconfig(_finish(ldconfig_proc)[1])
     facts['nvcc_version'] = parse_nvcc(_finish(nvcc_proc)[1])

@@ -15,10 +15,10 @@ import fnmatch
 import json
 import re
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import kernel_checks, probe_imports, torch_probe
+from ansible_collections.gpufleet.inference.plugins.module_utils import collectives, kernel_checks, probe_imports, torch_probe
 
 # module_utils the probe needs, sent inside its one -c string (torch_probe.helper).
-PROBE_HELPERS = (('kernel_checks', kernel_checks), ('probe_imports', probe_imports))
+PROBE_HELPERS = (('kernel_checks', kernel_checks), ('probe_imports', probe_imports), ('collectives', collectives))
 
 # The probe's own exit when its alarm fires (default SIGALRM action).
 TIMED_OUT_RC = -14
@@ -34,6 +34,8 @@ EXPECT_SPEC = dict(
     min_cudnn_version=dict(type='str'),
     min_smoke_tflops=dict(type='float'),
     cxx11_abi=dict(type='bool'),
+    min_allreduce_busbw_gbps=dict(type='float'),
+    allreduce_size_mib=dict(type='int'),
     imports=dict(type='list', elements='str', default=[]),
     kernels=dict(type='list', elements='str', default=[]),
     consistent=dict(type='bool'),
@@ -64,9 +66,11 @@ def probe_source():
     their sources (as gpufleet_<name> in sys.modules), then torch_probe."""
     prelude = ['import sys as _gpufleet_sys, types as _gpufleet_types']
     for name, module in PROBE_HELPERS:
+        # __gpufleet_source__: a helper that starts child interpreters (collectives) hands them its source
         prelude.append(
             '_gpufleet_m = _gpufleet_types.ModuleType(%r)\n'
-            'exec(compile(%r, %r, "exec"), _gpufleet_m.__dict__)\n'
+            '_gpufleet_m.__gpufleet_source__ = %r\n'
+            'exec(compile(_gpufleet_m.__gpufleet_source__, %r, "exec"), _gpufleet_m.__dict__)\n'
             '_gpufleet_sys.modules[%r] = _gpufleet_m'
             % ('gpufleet_' + name, module_source(module), name + '.py', 'gpufleet_' + name))
     # A __future__ import must open a program; in Python 3 these are no-ops.
@@ -157,6 +161,32 @@ def _kernel_device(entry):
     return 'device %s (%s)' % (entry.get('device'), entry.get('device_name'))
 
 
+def collectives_errors(params):
+    """What is wrong with torch_verify's collectives options (or None), before anything runs."""
+    if params['collectives_backend'] == 'gloo' and params['collectives_world_size'] < 2:
+        return 'collectives_world_size: expected 2 or more ranks for gloo, found %d' % params['collectives_world_size']
+    sizes = params['collectives_sizes_mib']
+    if not sizes or any(size < 1 for size in sizes):
+        return 'collectives_sizes_mib: expected a list of positive sizes in MiB, found %r' % (sizes,)
+    expect = params['expect']
+    busbw, size = expect.get('min_allreduce_busbw_gbps'), expect.get('allreduce_size_mib')
+    if busbw is not None and not busbw >= 0:
+        return 'expect.min_allreduce_busbw_gbps: expected a number >= 0, found %r' % busbw
+    if size is not None and size not in sizes:
+        return ('expect.allreduce_size_mib: expected one of collectives_sizes_mib (%s), found %r'
+                % (', '.join(str(item) for item in sizes), size))
+    return None
+
+
+def check_collectives(facts):
+    """A failed all-reduce check (wrong sum, a rank that did not finish); a skip is not a failure here
+    (expect.min_allreduce_busbw_gbps makes it one)."""
+    result = facts.get('collectives') or {}
+    if result.get('status') == 'failed':
+        return ['collectives: %s' % result.get('reason')]
+    return []
+
+
 def check_health(facts, smoke_requested, tolerance):
     """Failures that need no expectation: no torch, non-finite or wrong smoke results."""
     failures = []
@@ -219,6 +249,22 @@ def check_expectations(expect, facts):
             if entry.get('tflops') is None or entry['tflops'] < expect['min_smoke_tflops']:
                 fail('min_smoke_tflops', '>= %s' % expect['min_smoke_tflops'],
                      '%s %s on %s' % (entry.get('tflops'), entry['dtype'], _device_label(entry)))
+    if 'min_allreduce_busbw_gbps' in expect:
+        result = facts.get('collectives') or {}
+        sizes = [entry['size_mib'] for entry in result.get('results') or []]
+        size = expect.get('allreduce_size_mib') or (max(sizes) if sizes else max(result.get('sizes_mib') or [0]))
+        wanted = '>= %s GB/s bus bandwidth at %s MiB' % (expect['min_allreduce_busbw_gbps'], size)
+        entry = [item for item in result.get('results') or [] if item['size_mib'] == size]
+        if not result:
+            fail('min_allreduce_busbw_gbps', wanted, 'no all-reduce result (set collectives: true)')
+        elif result.get('status') == 'skipped':
+            fail('min_allreduce_busbw_gbps', wanted, 'not measured (skipped: %s)' % result.get('reason'))
+        elif not entry or entry[0].get('busbw_gbps') is None:
+            fail('min_allreduce_busbw_gbps', wanted, 'not measured (%s)' % (result.get('reason') or 'no result at that size'))
+        elif result.get('correct') is False:
+            fail('min_allreduce_busbw_gbps', wanted, '%s GB/s, but the sums were wrong' % entry[0]['busbw_gbps'])
+        elif entry[0]['busbw_gbps'] < expect['min_allreduce_busbw_gbps']:
+            fail('min_allreduce_busbw_gbps', wanted, '%s GB/s over %d ranks' % (entry[0]['busbw_gbps'], result['world_size']))
     if 'cxx11_abi' in expect and expect['cxx11_abi'] != facts.get('cxx11_abi'):
         fail('cxx11_abi', expect['cxx11_abi'], facts.get('cxx11_abi'))
     if 'kernels' in expect:

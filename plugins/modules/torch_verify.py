@@ -32,6 +32,11 @@ description:
     several row counts; every check is listed as ok, failed or skipped with its reason. An import error is
     followed along its exception chain (a library built for another CUDA is named), and O(expect.consistent)
     checks the installed distributions against each other's pins on torch.
+  - O(collectives=true) checks the collective path across the host's GPUs - one process per GPU through
+    C(torch.distributed) with NCCL, started by the probe (no C(torchrun)) - with an all-reduce whose exact
+    sum is known (any wrong element on any rank fails the host, whatever the speed) and the bus bandwidth at
+    each of O(collectives_sizes_mib) (busbw = algbw x 2(n-1)/n, as nccl-tests defines it). A host with
+    fewer than 2 GPUs reports it skipped with the reason (C(1 GPU)); a skip is never a pass.
   - >-
     O(expect) compares the facts with what the inventory expects. Every mismatch is listed in
     one failure message as C(name: expected X, found Y).
@@ -97,6 +102,41 @@ options:
       - V(true) as well when O(expect.kernels) is set. O(smoke=true) runs the torch GEMMs too.
     type: bool
     default: false
+  collectives:
+    description:
+      - Run the all-reduce check (module_utils C(collectives)) where the host has 2 or more GPUs, or with
+        O(collectives_backend=gloo) over O(collectives_world_size) CPU processes. It runs within O(timeout),
+        bounded by O(collectives_timeout); a rank that does not finish is named with what it was doing.
+      - Every rank runs with C(NCCL_NVLS_ENABLE=0); NVLink multicast is never used.
+    type: bool
+    default: false
+  collectives_backend:
+    description:
+      - V(nccl) - one rank per GPU; V(gloo) - CPU ranks, for hosts without GPUs and for tests of the same code path.
+    type: str
+    choices: [nccl, gloo]
+    default: nccl
+  collectives_world_size:
+    description:
+      - Number of CPU ranks with O(collectives_backend=gloo) (2 or more); with NCCL the world is one rank per GPU.
+    type: int
+    default: 2
+  collectives_sizes_mib:
+    description:
+      - All-reduce message sizes in MiB at which the bus bandwidth is measured.
+    type: list
+    elements: int
+    default: [1, 16, 64]
+  collectives_iterations:
+    description:
+      - Timed all-reduces per message size, after 2 warm-up ones.
+    type: int
+    default: 5
+  collectives_timeout:
+    description:
+      - Seconds the all-reduce check may take (all ranks, torch imports included), within what is left of O(timeout).
+    type: int
+    default: 120
   kernel_tolerances:
     description:
       - Largest accepted relative error C(||out - ref|| / ||ref||) per check name, overriding the built-in one.
@@ -169,6 +209,16 @@ options:
       cxx11_abi:
         description: Expected value of C(torch.compiled_with_cxx11_abi).
         type: bool
+      min_allreduce_busbw_gbps:
+        description:
+          - Lowest accepted all-reduce bus bandwidth in GB/s at O(expect.allreduce_size_mib). Needs
+            O(collectives=true); a host where the check was skipped (C(1 GPU)) fails it, naming why.
+        type: float
+      allreduce_size_mib:
+        description:
+          - The message size (MiB) at which O(expect.min_allreduce_busbw_gbps) is judged; one of
+            O(collectives_sizes_mib). Default - the largest of them.
+        type: int
       imports:
         description: Modules that must import; they are added to O(imports).
         type: list
@@ -528,6 +578,31 @@ ansible_facts:
         kernels_error:
           description: The kernel check engine's own error, else V(null); a failure, never a pass.
           type: str
+        collectives:
+          description: The all-reduce check with O(collectives=true), else V(null).
+          type: dict
+          contains:
+            status: {description: 'C(ok), C(failed) or C(skipped).', type: str}
+            reason:
+              description: Why it failed (wrong elements per rank, a rank that did not finish and what it was doing) or was skipped (C(1 GPU)).
+              type: str
+            backend: {description: 'C(nccl) or C(gloo).', type: str}
+            world_size: {description: 'Number of ranks.', type: int}
+            correct: {description: 'Every element of the all-reduce equal to the exact sum on every rank; V(null) when it did not run.', type: bool}
+            wrong_elements: {description: 'Most wrong elements seen by one rank.', type: int}
+            max_abs_error: {description: 'Largest absolute difference from the exact sum.', type: float}
+            results:
+              description: One entry per message size - C(size_mib), C(bytes), C(seconds) (slowest rank, per all-reduce), C(algbw_gbps), C(busbw_gbps).
+              type: list
+              elements: dict
+            nccl_version: {description: 'NCCL version torch uses (NCCL only).', type: str}
+            p2p: {description: 'C(torch.cuda.can_device_access_peer) for every pair of GPUs (NCCL only; V(null) on the diagonal).', type: list, elements: list}
+            ranks:
+              description: Per rank - C(rank), C(rc), the last C(stage) it reached, C(error), and C(stderr) (its tail) where it failed.
+              type: list
+              elements: dict
+            seconds: {description: 'Wall time of the check.', type: float}
+          sample: {status: skipped, reason: 1 GPU, backend: nccl, world_size: 1, correct: null, results: []}
         flashinfer_jit:
           description: Where flashinfer's JIT cache is (C(workspace), C(cache_dir)), and the installed
             C(flashinfer-jit-cache) version (C(jit_cache_package)), V(null) when absent.
@@ -568,8 +643,10 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
     EXPECT_SPEC,
     SMOKE_DTYPES,
     ProbeError,
+    check_collectives,
     check_expectations,
     check_health,
+    collectives_errors,
     check_kernels,
     diagnose_undefined_symbols,
     parse_probe_output,
@@ -610,6 +687,12 @@ def main():
             flashinfer_workspace_venv=dict(type='bool', default=True),
             expect=dict(type='dict', default={}, options=EXPECT_SPEC),
             timeout=dict(type='int', default=300),
+            collectives=dict(type='bool', default=False),
+            collectives_backend=dict(type='str', choices=['nccl', 'gloo'], default='nccl'),
+            collectives_world_size=dict(type='int', default=2),
+            collectives_sizes_mib=dict(type='list', elements='int', default=[1, 16, 64]),
+            collectives_iterations=dict(type='int', default=5),
+            collectives_timeout=dict(type='int', default=120),
             isolated=dict(type='bool', default=True),
             environment=dict(type='dict', default={}),
             packages=dict(type='bool', default=False),
@@ -653,9 +736,13 @@ def main():
     if not is_executable(python):
         module.fail_json(msg='python: expected an executable interpreter, found no executable file at %s' % python,
                          probed=False, ansible_facts=facts_out, **extra)
-    for name in ('smoke_size', 'smoke_iterations'):
+    for name in ('smoke_size', 'smoke_iterations', 'collectives_iterations', 'collectives_timeout'):
         if params[name] < 1:
             module.fail_json(msg='%s: expected a positive number, found %d' % (name, params[name]), probed=False, **extra)
+
+    problem = collectives_errors(params)
+    if problem:
+        module.fail_json(msg=problem, probed=False, **extra)
 
     for name in params['markers']:
         if not name or os.path.isabs(name) or '..' in name.split('/'):
@@ -692,6 +779,11 @@ def main():
         packages=params['packages'],
         markers=params['markers'],
     )
+    if params['collectives'] or params['expect']['min_allreduce_busbw_gbps'] is not None:
+        probe_params.update((name, params[name]) for name in (
+            'collectives', 'collectives_backend', 'collectives_world_size', 'collectives_sizes_mib',
+            'collectives_iterations', 'collectives_timeout'))
+        probe_params['collectives'] = True
     argv = probe_argv(python, probe_params, isolated=params['isolated'])
     environ = dict((key, str(value)) for key, value in params['environment'].items())
 
@@ -713,6 +805,7 @@ def main():
 
     mismatches = check_health(facts, params['smoke'], params['smoke_tolerance'])
     mismatches.extend(check_kernels(facts))
+    mismatches.extend(check_collectives(facts))
     mismatches.extend(check_expectations(params['expect'], facts))
     result = dict(changed=False, mismatches=mismatches, probed=True, ansible_facts=dict(facts_out, gpufleet_torch=facts), **extra)
     if mismatches:

@@ -2,6 +2,7 @@
 (systemd containers reached over SSH) and a playbook runner that returns the
 per-host recap."""
 import collections
+import glob
 import hashlib
 import json
 import os
@@ -91,6 +92,43 @@ def sandbox_fixture():
     yield up
     if os.environ.get("GPUFLEET_KEEP_SANDBOX") != "1":
         sandbox_cmd("down")
+
+
+# The torch the controller-side tests run: the 2.13.0 CPU wheel that pip
+# finds through its own configuration, in a venv kept under .cache/.
+TORCH = "torch==2.13.0"
+TORCH_CACHE = os.path.join(ROOT, ".cache", "torch-verify-real")
+
+
+def _must_run(argv, **kwargs):
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+    assert proc.returncode == 0, "%s\n%s%s" % (argv, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+@pytest.fixture(name="torch_cpu_wheels", scope="session")
+def torch_cpu_wheels_fixture():
+    """torch and its dependencies as wheels (pip's configuration says where from)."""
+    dest = os.path.join(TORCH_CACHE, "wheels")
+    if not glob.glob(os.path.join(dest, "torch-2.13.0*.whl")):
+        os.makedirs(dest, exist_ok=True)
+        _must_run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", dest, TORCH],
+                  timeout=1200)
+    return dest
+
+
+@pytest.fixture(name="torch_cpu_venv", scope="session")
+def torch_cpu_venv_fixture(torch_cpu_wheels):
+    """A venv on the controller with that torch, installed from those wheels."""
+    venv = os.path.join(TORCH_CACHE, "venv")
+    python = os.path.join(venv, "bin", "python")
+    ready = os.path.exists(python) and subprocess.run(
+        [python, "-c", "import torch"], capture_output=True, check=False).returncode == 0
+    if not ready:
+        _must_run([sys.executable, "-m", "venv", "--clear", venv])
+        _must_run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", torch_cpu_wheels, TORCH],
+                  timeout=1200)
+    return venv
 
 
 @pytest.fixture(name="sandbox_ctl", scope="session")

@@ -1,23 +1,19 @@
 """torch_verify against a real torch (the 2.13.0 CPU wheel that pip finds
 through its own configuration), on localhost and on a sandbox host over SSH:
 the facts must equal what the same interpreter prints about itself."""
-import glob
 import json
 import os
 import subprocess
 import sys
 import textwrap
 
-import pytest
 
-from conftest import ROOT, run_playbook
+from conftest import ROOT, TORCH, run_playbook
 
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 from ansible_collections.gpufleet.inference.plugins.module_utils import torch_probe  # noqa: E402
 from ansible_collections.gpufleet.inference.plugins.module_utils.verify import check_health  # noqa: E402
 
-TORCH = "torch==2.13.0"
-CACHE = os.path.join(ROOT, ".cache", "torch-verify-real")
 
 # Written independently of the probe: what the interpreter says about itself.
 SELF_REPORT = textwrap.dedent("""\
@@ -95,29 +91,6 @@ def _run(argv, **kwargs):
     return proc.stdout
 
 
-@pytest.fixture(scope="module")
-def wheels():
-    """torch and its dependencies as wheels (pip's configuration says where from)."""
-    dest = os.path.join(CACHE, "wheels")
-    if not glob.glob(os.path.join(dest, "torch-2.13.0*.whl")):
-        os.makedirs(dest, exist_ok=True)
-        _run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", dest, TORCH],
-             timeout=1200)
-    return dest
-
-
-@pytest.fixture(scope="module")
-def local_venv(wheels):
-    venv = os.path.join(CACHE, "venv")
-    python = os.path.join(venv, "bin", "python")
-    ready = os.path.exists(python) and subprocess.run(
-        [python, "-c", "import torch"], capture_output=True, check=False).returncode == 0
-    if not ready:
-        _run([sys.executable, "-m", "venv", "--clear", venv])
-        _run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", wheels, TORCH], timeout=1200)
-    return venv
-
-
 def _verify(inventory, target, venv, tmp_path, check=False):
     playbook = tmp_path / "verify.yml"
     playbook.write_text(PLAYBOOK)
@@ -146,30 +119,30 @@ def _assert_facts_equal_self_report(data, venv):
     assert 0 < facts["torch_import_seconds"] < facts["probe_seconds"]
 
 
-def test_localhost_facts_equal_the_interpreter(local_venv, tmp_path):
+def test_localhost_facts_equal_the_interpreter(torch_cpu_venv, tmp_path):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
                          "      ansible_python_interpreter: %s\n" % sys.executable)
-    data = _verify(inventory, "localhost", local_venv, tmp_path)
-    _assert_facts_equal_self_report(data, local_venv)
+    data = _verify(inventory, "localhost", torch_cpu_venv, tmp_path)
+    _assert_facts_equal_self_report(data, torch_cpu_venv)
     # libcudart and nvcc are what this host's loader and CUDA_HOME really give.
     ldconfig = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False,
                               env=dict(os.environ, PATH=os.environ.get("PATH", "") + ":/sbin:/usr/sbin")).stdout
     assert [entry["path"] for entry in data["facts"]["libcudart"]] == [
         line.split("=>")[-1].strip() for line in ldconfig.splitlines() if line.strip().startswith("libcudart.so")]
     # Check mode gives the same facts and changes nothing.
-    checked = _verify(inventory, "localhost", local_venv, tmp_path, check=True)
+    checked = _verify(inventory, "localhost", torch_cpu_venv, tmp_path, check=True)
     assert {k: v for k, v in checked["facts"].items() if not k.endswith("seconds")} == \
         {k: v for k, v in data["facts"].items() if not k.endswith("seconds")}
 
 
-def test_sandbox_host_over_ssh_facts_equal_the_interpreter(sandbox, wheels, tmp_path):
+def test_sandbox_host_over_ssh_facts_equal_the_interpreter(sandbox, torch_cpu_wheels, tmp_path):
     inventory = sandbox(1)
     venv = "/home/deploy/gpufleet-torch-venv"
     prepare = tmp_path / "prepare.yml"
     prepare.write_text(PREPARE)
     result = run_playbook(prepare, inventory, limit="sbx1", extra_vars={
-        "target": "sbx1", "wheels": wheels, "remote_wheels": "/home/deploy/.cache/gpufleet/test-wheels",
+        "target": "sbx1", "wheels": torch_cpu_wheels, "remote_wheels": "/home/deploy/.cache/gpufleet/test-wheels",
         "venv": venv, "torch": TORCH})
     assert result.rc == 0, result.out
     data = _verify(inventory, "sbx1", venv, tmp_path)
@@ -216,14 +189,14 @@ CPU_AS_CUDA = textwrap.dedent("""\
     """)
 
 
-def _smoke_on_cpu(local_venv, *poison):
-    out = _run([os.path.join(local_venv, "bin", "python"), "-c", CPU_AS_CUDA,
+def _smoke_on_cpu(torch_cpu_venv, *poison):
+    out = _run([os.path.join(torch_cpu_venv, "bin", "python"), "-c", CPU_AS_CUDA,
                 os.path.dirname(torch_probe.__file__)] + list(poison), timeout=300)
     return json.loads(out.strip().splitlines()[-1])
 
 
-def test_smoke_math_on_real_torch(local_venv):
-    results = _smoke_on_cpu(local_venv)
+def test_smoke_math_on_real_torch(torch_cpu_venv):
+    results = _smoke_on_cpu(torch_cpu_venv)
     assert [(r["device"], r["dtype"]) for r in results] == [
         (0, "bfloat16"), (0, "float16"), (1, "bfloat16"), (1, "float16")]
     for entry in results:
@@ -233,7 +206,7 @@ def test_smoke_math_on_real_torch(local_venv):
     facts = {"torch_importable": True, "smoke": results}
     assert check_health(facts, True, 0.02) == []
 
-    poisoned = _smoke_on_cpu(local_venv, "float16")
+    poisoned = _smoke_on_cpu(torch_cpu_venv, "float16")
     assert [r["nonfinite"] for r in poisoned] == [0, 1, 0, 1]
     failures = check_health({"torch_importable": True, "smoke": poisoned}, True, 0.02)
     assert failures == [

@@ -23,6 +23,8 @@ SCHEMA_VERSION = 1
 # Worst first: the order of the rows in every rendering.
 STATUS_ORDER = {"failed": 0, "unreachable": 1, "drift": 2, "not_run": 3, "unverified": 4, "ok": 5}
 BAD_STATUSES = ("failed", "unreachable", "drift")
+# A host below this share of its siblings' median all-reduce bandwidth is flagged (gpufleet_outlier_ratio).
+DEFAULT_OUTLIER_RATIO = 0.9
 
 # The versions compared with the previous run (report column -> row key).
 TRACKED = (
@@ -249,6 +251,59 @@ def _kernels(torch):
     return out
 
 
+def _allreduce(torch):
+    """torch_verify's all-reduce check, as the report keeps it (None when it was not asked for)."""
+    result = (torch or {}).get("collectives")
+    if not isinstance(result, dict):
+        return None
+    sizes = [r for r in result.get("results") or [] if isinstance(r, dict) and r.get("busbw_gbps") is not None]
+    largest = max(sizes, key=lambda r: r.get("size_mib") or 0) if sizes else None
+    return {
+        "status": result.get("status"),
+        "reason": result.get("reason"),
+        "backend": result.get("backend"),
+        "world_size": result.get("world_size"),
+        "correct": result.get("correct"),
+        "results": sizes,
+        "size_mib": largest.get("size_mib") if largest else None,
+        "busbw_gbps": largest.get("busbw_gbps") if largest else None,
+        "nccl_version": result.get("nccl_version"),
+        "outlier": None,
+    }
+
+
+def _median(values):
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2.0
+
+
+def flag_allreduce_outliers(rows, ratio):
+    """Hosts whose all-reduce bus bandwidth is below ratio x the median of their siblings:
+    the hosts with the same GPUs (model and count) measured at the same message size.
+    The flag is drift, not a failed verification."""
+    groups = {}
+    for r in rows:
+        a = r.get("allreduce")
+        if r["status"] in ("ok", "drift") and a and a["status"] == "ok" and a["busbw_gbps"] is not None:
+            groups.setdefault((r.get("gpu_summary"), a["world_size"], a["size_mib"]), []).append(r)
+    for (gpus, world, size), members in groups.items():
+        if len(members) < 2:
+            continue
+        median = _median([m["allreduce"]["busbw_gbps"] for m in members])
+        if median <= 0:
+            continue
+        for m in members:
+            share = m["allreduce"]["busbw_gbps"] / median
+            if share < ratio:
+                m["allreduce"]["outlier"] = {"ratio": round(share, 3), "median_gbps": round(median, 3),
+                                             "siblings": len(members)}
+                m["drift"].append("all-reduce busbw %s GB/s at %s MiB is %.2f of the median %.3g GB/s of %d hosts with %s"
+                                  % (m["allreduce"]["busbw_gbps"], size, share, median, len(members), gpus or "the same GPUs"))
+                if m["status"] == "ok":
+                    m["status"] = "drift"
+
+
 def _requirement_conflicts(entry, torch):
     raw = (torch or {}).get("requirement_conflicts")
     if raw in (None, "", []):
@@ -326,6 +381,7 @@ def host_row(name, entry, previous_row, lock_dir, mode):
         "sgl_kernel_targets": list(entry.get("sgl_kernel_targets") or []),
         "smoke_tflops": _smoke(torch),
         "kernels": _kernels(torch),
+        "allreduce": _allreduce(torch),
         "requirement_conflicts": _requirement_conflicts(entry, torch),
         "expectation_failures": parse_expectation_failures("\n".join(entry.get("mismatches") or []) or entry.get("message"))
         if status == "failed" else [],
@@ -408,6 +464,7 @@ def build_report(run, previous=None, lock_dir=None, now=None):
         elif entry.get("status") == "running" and not entry.get("stage") and i < len(stages) and stages[i]:
             entry = dict(entry, stage=stages[i])
         rows.append(host_row(name, entry, prev_rows.get(name), lock_dir, mode))
+    flag_allreduce_outliers(rows, float(run.get("outlier_ratio") or DEFAULT_OUTLIER_RATIO))
     rows.sort(key=lambda r: (STATUS_ORDER.get(r["status"], 0), r["host"]))
     counts = {}
     for r in rows:
@@ -446,6 +503,7 @@ def _env():
     env.filters["tflops"] = format_tflops
     env.filters["md"] = lambda s: str("" if s is None else s).replace("|", "\\|").replace("\n", " ")
     env.filters["kernels"] = format_kernels
+    env.filters["allreduce"] = format_allreduce
     env.filters["kernel_notes"] = kernel_notes
     env.filters["has_notes"] = has_notes
     return env
@@ -471,6 +529,19 @@ def format_kernels(row):
     if not isinstance(kernels, dict):  # a report written before the kernel checks
         return "not run"
     return kernels.get("summary") or "not run"
+
+
+def format_allreduce(row):
+    """The "all-reduce" cell: ``ok 21.3 GB/s at 64 MiB, 8 ranks``, ``skipped: 1 GPU``, ``failed: ...`` or ``-``."""
+    a = row.get("allreduce") if isinstance(row, dict) else None
+    if not isinstance(a, dict):
+        return "-"
+    if a.get("status") == "ok":
+        text = "ok %s GB/s at %s MiB, %s ranks" % (a.get("busbw_gbps"), a.get("size_mib"), a.get("world_size"))
+        if a.get("outlier"):
+            text += " (outlier: %.2f of the median)" % a["outlier"]["ratio"]
+        return text
+    return "%s: %s" % (a.get("status"), _one_line(a.get("reason"), 160))
 
 
 def _devices(devices):

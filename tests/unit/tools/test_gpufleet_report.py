@@ -297,3 +297,53 @@ def test_sgl_kernel_targets_from_the_arch_audit_are_shown(tmp_path):
         assert "| 0123456789abcdef (sm_120a) |" in fh.read()
     with open(paths["html"], encoding="utf-8") as fh:
         assert "<br>sm_120a</td>" in fh.read()
+
+
+def _with_allreduce(busbw, status="ok", reason=None, gpus=8):
+    entry = ok_entry(gpus=gpus)
+    entry["torch"]["collectives"] = {
+        "status": status, "reason": reason, "backend": "nccl", "world_size": gpus, "correct": status == "ok",
+        "results": [] if busbw is None else [{"size_mib": 16, "busbw_gbps": busbw / 2}, {"size_mib": 64, "busbw_gbps": busbw}],
+    }
+    return entry
+
+
+def test_allreduce_figures_per_host_and_the_slow_host_is_flagged():
+    report = rep.build_report(run("verify", a=_with_allreduce(40.0), b=_with_allreduce(41.0), c=_with_allreduce(39.0),
+                                  d=_with_allreduce(24.0)), now=NOW)
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert [r["host"] for r in report["hosts"]] == ["d", "a", "b", "c"]  # drift sorts first
+    assert rows["d"]["status"] == "drift"
+    assert rows["d"]["allreduce"]["outlier"] == {"ratio": 0.608, "median_gbps": 39.5, "siblings": 4}
+    assert rows["d"]["drift"] == ["all-reduce busbw 24.0 GB/s at 64 MiB is 0.61 of the median 39.5 GB/s of 4 hosts "
+                                  "with 8x NVIDIA RTX PRO 6000 Blackwell Server Edition"]
+    for name in "abc":
+        assert rows[name]["status"] == "ok" and rows[name]["allreduce"]["outlier"] is None
+    assert rep.format_allreduce(rows["a"]) == "ok 40.0 GB/s at 64 MiB, 8 ranks"
+    assert rep.format_allreduce(rows["d"]) == "ok 24.0 GB/s at 64 MiB, 8 ranks (outlier: 0.61 of the median)"
+    md = rep.render(report, "md")
+    assert "| all-reduce |" in md and "ok 24.0 GB/s at 64 MiB, 8 ranks (outlier: 0.61 of the median)" in md
+    assert "<th>all-reduce</th>" in rep.render(report, "html")
+
+
+def test_allreduce_outliers_compare_like_with_like_and_follow_the_ratio():
+    # a 4-GPU host is not compared with 8-GPU hosts; one host alone has no siblings
+    report = rep.build_report(run("verify", a=_with_allreduce(40.0), b=_with_allreduce(40.0),
+                                  c=_with_allreduce(10.0, gpus=4)), now=NOW)
+    assert all(r["status"] == "ok" for r in report["hosts"])
+    # 35 of a median of 38.5 is 0.91: flagged only where the ratio asks for more
+    hosts = dict(a=_with_allreduce(40.0), b=_with_allreduce(38.5), c=_with_allreduce(35.0))
+    assert all(r["status"] == "ok" for r in rep.build_report(run("verify", **hosts), now=NOW)["hosts"])
+    strict = dict(run("verify", **hosts), outlier_ratio=0.95)
+    assert [r["host"] for r in rep.build_report(strict, now=NOW)["hosts"] if r["status"] == "drift"] == ["c"]
+
+
+def test_allreduce_skips_and_failures_are_shown_and_not_medians():
+    report = rep.build_report(run("verify", a=_with_allreduce(40.0), b=_with_allreduce(None, "skipped", "1 GPU", gpus=8),
+                                  c=_with_allreduce(4.0, "failed", "expected the exact sum on every rank, found ...")), now=NOW)
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert rep.format_allreduce(rows["b"]) == "skipped: 1 GPU"
+    assert rep.format_allreduce(rows["c"]) == "failed: expected the exact sum on every rank, found ..."
+    # the failed one is not a sibling: a alone has nothing to be compared with
+    assert rows["a"]["allreduce"]["outlier"] is None
+    assert rep.format_allreduce({"allreduce": None}) == "-"

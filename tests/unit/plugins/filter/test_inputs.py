@@ -32,7 +32,7 @@ def test_expect_accepted(expect):
 
 
 @pytest.mark.parametrize("expect, fragment", [
-    ("many", "gpufleet_expect must be a dict of expectations with keys among compute_capability"),
+    ("many", "gpufleet_expect must be a dict of expectations with keys among allreduce_size_mib, compute_capability"),
     (["device_count"], "gpufleet_expect must be a dict"),
     ({"device_count": "many"}, "gpufleet_expect.device_count must be an integer >= 0 (got 'many')"),
     ({"device_count": -1}, "gpufleet_expect.device_count must be an integer >= 0 (got -1)"),
@@ -43,7 +43,7 @@ def test_expect_accepted(expect):
     ({"torch_version": {"a": 1}}, "gpufleet_expect.torch_version must be a string"),
     ({"compute_capability": "sm_120"}, "gpufleet_expect.compute_capability must be MAJOR.MINOR"),
     ({"device_name": "H200("}, "gpufleet_expect.device_name must be a regular expression"),
-    ({"devices": 8}, "gpufleet_expect keys must be among compute_capability, consistent, cuda_version"),
+    ({"devices": 8}, "gpufleet_expect keys must be among allreduce_size_mib, compute_capability, consistent, cuda_version"),
     ({"kernels": ["sgl_kernel.rmsnorm", "sgl_kernel.moe"]},
      "gpufleet_expect.kernels must be a list of kernel checks among torch.fp8_scaled_mm"),
     ({"kernels": "sgl_kernel.rmsnorm"}, "gpufleet_expect.kernels must be a list of kernel check names"),
