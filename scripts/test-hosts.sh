@@ -20,7 +20,7 @@ install_packages() {
   local missing=()
   for cmd_pkg in podman:podman runc:runc fuse-overlayfs:fuse-overlayfs slirp4netns:slirp4netns \
                  newuidmap:uidmap debootstrap:debootstrap zstd:zstd ssh-keygen:openssh-client \
-                 shellcheck:shellcheck; do
+                 shellcheck:shellcheck chromium:chromium; do
     command -v "${cmd_pkg%%:*}" >/dev/null 2>&1 || missing+=("${cmd_pkg#*:}")
   done
   if [ "${#missing[@]}" -gt 0 ]; then

@@ -68,12 +68,22 @@ def _is_scalar(value):
     return isinstance(value, str) or _is_number(value)
 
 
+# Health thresholds with a range: key -> (allowed values, what the message says).
+_INT_CHOICES = {
+    "min_pcie_gen": (range(1, 7), "a PCIe generation 1-6"),
+    "min_pcie_width": ((1, 2, 4, 8, 12, 16, 32), "a PCIe link width among 1, 2, 4, 8, 12, 16, 32"),
+}
+
+
 def _expect_value_error(key, value):
     """What is wrong with one expectation's value, as 'must be ...' text, or ''."""
     kind = EXPECT_SPEC[key]["type"]
     if kind == "int":
         ok = (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or \
             (isinstance(value, str) and _INT_RE.match(value.strip()))
+        if ok and key in _INT_CHOICES:
+            allowed, text = _INT_CHOICES[key]
+            return "" if int(value) in allowed else text
         return "" if ok else "an integer >= 0"
     if kind == "float":
         return "" if _is_number(value) and math.isfinite(float(value)) and float(value) >= 0 else "a number >= 0"

@@ -16,6 +16,43 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.cuda_arch impor
 C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C', 'LC_MESSAGES': 'C', 'LANGUAGE': 'C'}
 
 QUERY_FIELDS = ('index', 'name', 'uuid', 'compute_cap', 'memory.total', 'pci.bus_id', 'driver_version')
+# Health, read in the same query (all accepted together by driver 580): field -> key in gpu['health'].
+HEALTH_FIELDS = (
+    ('persistence_mode', 'persistence_mode'),
+    ('pcie.link.gen.current', 'pcie_gen_current'),
+    ('pcie.link.gen.max', 'pcie_gen_max'),
+    ('pcie.link.width.current', 'pcie_width_current'),
+    ('pcie.link.width.max', 'pcie_width_max'),
+    ('ecc.mode.current', 'ecc_enabled'),
+    ('ecc.errors.uncorrected.volatile.total', 'ecc_uncorrected_volatile'),
+    ('retired_pages.pending', 'retired_pages_pending'),
+    ('clocks_event_reasons.active', 'clocks_event_reasons_active'),
+    ('temperature.gpu', 'temperature_c'),
+    ('power.draw', 'power_draw_w'),
+    ('power.limit', 'power_limit_w'),
+    ('clocks.sm', 'clocks_sm_mhz'),
+    ('clocks.max.sm', 'clocks_max_sm_mhz'),
+)
+# Row remapping (Ampere and later, where retired_pages.* answer [N/A]): a second
+# query, made only when some GPU has no retired-pages answer.
+REMAP_FIELDS = (('remapped_rows.pending', 'remapped_rows_pending'), ('remapped_rows.failure', 'remapped_rows_failure'))
+HEALTH_KEYS = tuple(key for dummy, key in HEALTH_FIELDS + REMAP_FIELDS)
+_BOOL_KEYS = ('persistence_mode', 'ecc_enabled', 'retired_pages_pending', 'remapped_rows_pending', 'remapped_rows_failure')
+_FLOAT_KEYS = ('power_draw_w', 'power_limit_w')
+# NVML's clocks event reason bits (nvmlClocksEventReason*), by the names nvidia-smi prints.
+CLOCK_EVENT_REASONS = (
+    (0x1, 'gpu_idle'),
+    (0x2, 'applications_clocks_setting'),
+    (0x4, 'sw_power_cap'),
+    (0x8, 'hw_slowdown'),
+    (0x10, 'sync_boost'),
+    (0x20, 'sw_thermal_slowdown'),
+    (0x40, 'hw_thermal_slowdown'),
+    (0x80, 'hw_power_brake_slowdown'),
+    (0x100, 'display_clock_setting'),
+)
+# The reasons that mean the GPU is held back by hardware or heat, not by policy or idleness.
+SLOWDOWN_REASONS = ('hw_slowdown', 'sw_thermal_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown')
 
 # nvidia-smi exit codes that mean "no usable NVIDIA GPU here" rather than a bug:
 # 6 no devices found, 9 cannot talk to the driver, 12 NVML shared library not found.
@@ -34,25 +71,76 @@ class NvidiaSmiParseError(ValueError):
         super(NvidiaSmiParseError, self).__init__('cannot parse nvidia-smi line %r: %s' % (line, reason))
 
 
-def nvidia_smi_argv(nvidia_smi):
-    return [nvidia_smi, '--query-gpu=' + ','.join(QUERY_FIELDS), '--format=csv,noheader,nounits']
+def query_fields(health=True):
+    return QUERY_FIELDS + (tuple(field for field, dummy in HEALTH_FIELDS) if health else ())
+
+
+def nvidia_smi_argv(nvidia_smi, health=True):
+    return [nvidia_smi, '--query-gpu=' + ','.join(query_fields(health)), '--format=csv,noheader,nounits']
+
+
+def remap_argv(nvidia_smi):
+    return [nvidia_smi, '--query-gpu=index,' + ','.join(field for field, dummy in REMAP_FIELDS),
+            '--format=csv,noheader,nounits']
 
 
 def _optional(value):
-    return None if value in _NOT_AVAILABLE else value
+    return None if value in _NOT_AVAILABLE or value.startswith('[') else value
 
 
-def parse_gpu_line(line):
-    """One CSV row -> (gpu dict, driver_version)."""
+def parse_health_value(key, value, line=''):
+    """One health field as nvidia-smi printed it -> its typed value; [N/A] and
+    [Not Supported] (and any other bracketed answer) -> None."""
+    value = _optional(value.strip())
+    if value is None:
+        return None
+    if key in _BOOL_KEYS:
+        word = value.lower()
+        if word in ('enabled', 'yes', 'true', '1'):
+            return True
+        if word in ('disabled', 'no', 'false', '0'):
+            return False
+        raise NvidiaSmiParseError(line, '%s %r is neither enabled/yes nor disabled/no' % (key, value))
+    if key == 'clocks_event_reasons_active':
+        try:
+            return int(value, 16) if value.lower().startswith('0x') else int(value)
+        except ValueError:
+            raise NvidiaSmiParseError(line, '%s %r is not a bit mask' % (key, value))
+    try:
+        number = float(value)
+    except ValueError:
+        raise NvidiaSmiParseError(line, '%s %r is not a number' % (key, value))
+    return number if key in _FLOAT_KEYS else int(number)
+
+
+def clock_event_reasons(mask):
+    """A clocks_event_reasons bit mask -> the reason names, in bit order."""
+    if mask is None:
+        return None
+    return [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
+
+
+def parse_health(values, line=''):
+    health = dict((key, parse_health_value(key, value, line)) for (dummy, key), value in zip(HEALTH_FIELDS, values))
+    health['clocks_event_reasons'] = clock_event_reasons(health['clocks_event_reasons_active'])
+    health['remapped_rows_pending'] = None
+    health['remapped_rows_failure'] = None
+    return health
+
+
+def parse_gpu_line(line, health=False):
+    """One CSV row -> (gpu dict, driver_version); with health, the row has the
+    HEALTH_FIELDS after the base fields and the gpu dict a 'health' dict."""
     fields = [field.strip() for field in line.split(',')]
-    if len(fields) < len(QUERY_FIELDS):
+    wanted = query_fields(health)
+    if len(fields) < len(wanted):
         raise NvidiaSmiParseError(line, 'expected %d comma-separated fields (%s), found %d'
-                                  % (len(QUERY_FIELDS), ','.join(QUERY_FIELDS), len(fields)))
-    if len(fields) > len(QUERY_FIELDS):
+                                  % (len(wanted), ','.join(wanted), len(fields)))
+    if len(fields) > len(wanted):
         # Only the product name is free text: give it back the commas it had.
-        extra = len(fields) - len(QUERY_FIELDS)
+        extra = len(fields) - len(wanted)
         fields = [fields[0], ', '.join(fields[1:2 + extra])] + fields[2 + extra:]
-    index, name, uuid, compute_cap, memory_total, bus_id, driver = fields
+    index, name, uuid, compute_cap, memory_total, bus_id, driver = fields[:len(QUERY_FIELDS)]
     if not index.isdigit():
         raise NvidiaSmiParseError(line, 'index %r is not a number' % index)
     compute_cap = _optional(compute_cap)
@@ -71,17 +159,74 @@ def parse_gpu_line(line):
         'memory_total_mib': memory_total,
         'pci_bus_id': _optional(bus_id),
     }
+    if health:
+        gpu['health'] = parse_health(fields[len(QUERY_FIELDS):], line)
     return gpu, _optional(driver)
 
 
-def parse_query(out):
+def parse_remap(out, gpus):
+    """The second query's rows (index, pending, failure) into the gpus' health."""
+    by_index = dict((gpu['index'], gpu) for gpu in gpus)
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        fields = [field.strip() for field in line.split(',')]
+        if len(fields) != 1 + len(REMAP_FIELDS) or not fields[0].isdigit():
+            raise NvidiaSmiParseError(line, 'expected index,%s' % ','.join(field for field, dummy in REMAP_FIELDS))
+        gpu = by_index.get(int(fields[0]))
+        if gpu is not None and 'health' in gpu:
+            for (dummy, key), value in zip(REMAP_FIELDS, fields[1:]):
+                gpu['health'][key] = parse_health_value(key, value, line)
+
+
+def link_argv(nvidia_smi):
+    return [nvidia_smi, '--query-gpu=index,pcie.link.gen.current,pcie.link.width.current', '--format=csv,noheader,nounits']
+
+
+def reread_links(module, facts, nvidia_smi=None, timeout=60):
+    """Read the PCIe links again, right after the GPUs worked: nvidia-smi's own
+    help says the current link generation and width "may be reduced when the
+    GPU is not in use", so a link read at idle can look trained down. Updates
+    the gpus' health in place; says in health_error when it could not."""
+    nvidia_smi = nvidia_smi or module.get_bin_path(
+        'nvidia-smi', opt_dirs=['/usr/bin', '/usr/local/nvidia/bin', '/usr/lib/wsl/lib'])
+    gpus = [gpu for gpu in facts.get('gpus') or [] if 'health' in gpu]
+    if not nvidia_smi or not gpus:
+        return
+    argv = link_argv(nvidia_smi)
+    timeout_bin = module.get_bin_path('timeout') if timeout else None
+    if timeout_bin:
+        argv = [timeout_bin, '--kill-after=5', str(timeout)] + argv
+    rc, out, err = module.run_command(argv, errors='replace')
+    by_index = dict((gpu['index'], gpu) for gpu in gpus)
+    if rc == 0:
+        try:
+            for line in out.splitlines():
+                fields = [field.strip() for field in line.split(',')]
+                if len(fields) == 3 and fields[0].isdigit() and int(fields[0]) in by_index:
+                    health = by_index[int(fields[0])]['health']
+                    health['pcie_gen_current'] = parse_health_value('pcie_gen_current', fields[1], line)
+                    health['pcie_width_current'] = parse_health_value('pcie_width_current', fields[2], line)
+                    health['pcie_read_under_load'] = True
+            return
+        except NvidiaSmiParseError as exc:
+            err = str(exc)
+    facts['health_error'] = 'PCIe links not read again after the probe: rc %d: %s' % (
+        rc, ((err or out).strip().splitlines() or ['no output'])[0])
+
+
+def needs_remap_query(gpus):
+    return any('health' in gpu and gpu['health']['retired_pages_pending'] is None for gpu in gpus)
+
+
+def parse_query(out, health=False):
     """Whole --query-gpu output -> (driver_version, [gpu, ...]), sorted by index."""
     gpus = []
     driver_version = None
     for line in out.splitlines():
         if not line.strip():
             continue
-        gpu, driver = parse_gpu_line(line)
+        gpu, driver = parse_gpu_line(line, health)
         gpus.append(gpu)
         driver_version = driver_version or driver
     gpus.sort(key=lambda gpu: gpu['index'])
@@ -123,11 +268,12 @@ def empty_facts(error=None):
         'gpus': [],
         'arch_list': [],
         'error': error,
+        'health_error': None,
     }
 
 
-def facts_from_query(out, cuda_version):
-    driver_version, gpus = parse_query(out)
+def facts_from_query(out, cuda_version, health=False, health_error=None):
+    driver_version, gpus = parse_query(out, health)
     if not gpus:
         return empty_facts('nvidia-smi listed no GPU')
     return {
@@ -137,6 +283,7 @@ def facts_from_query(out, cuda_version):
         'gpus': gpus,
         'arch_list': cuda_arch_list([gpu['compute_capability'] for gpu in gpus if gpu['compute_capability']]),
         'error': None,
+        'health_error': health_error,
     }
 
 
@@ -146,28 +293,130 @@ TIMED_OUT_RC = 124
 def gather(module, nvidia_smi=None, timeout=60):
     """Run nvidia-smi through the module and return (facts, command result or None).
 
-    A host without nvidia-smi, a driver or a device gives empty facts with the
-    reason in 'error'; a hang past timeout, another failure or a line that is
-    not the CSV row asked for fails the module.
+    One query reads the inventory and the health fields; a second one reads
+    row remapping only where a GPU has no retired-pages answer. A driver that
+    refuses a health field (an older one) gives the inventory without health,
+    the reason in 'health_error'. A host without nvidia-smi, a driver or a
+    device gives empty facts with the reason in 'error'; a hang past timeout,
+    another failure or a line that is not the CSV row asked for fails the module.
     """
     nvidia_smi = nvidia_smi or module.get_bin_path(
         'nvidia-smi', opt_dirs=['/usr/bin', '/usr/local/nvidia/bin', '/usr/lib/wsl/lib'])
     if not nvidia_smi:
         return empty_facts('nvidia-smi not found'), None
-    argv = nvidia_smi_argv(nvidia_smi)
     timeout_bin = module.get_bin_path('timeout') if timeout else None
-    if timeout_bin:
-        argv = [timeout_bin, '--kill-after=5', str(timeout)] + argv
-    rc, out, err = module.run_command(argv, errors='replace')
-    result = dict(rc=rc, stdout=out, stderr=err, cmd=argv)
-    if timeout_bin and rc in (TIMED_OUT_RC, 128 + 9):
-        module.fail_json(msg='nvidia-smi did not answer within %d s' % timeout, **result)
+
+    def call(argv):
+        if timeout_bin:
+            argv = [timeout_bin, '--kill-after=5', str(timeout)] + argv
+        rc, out, err = module.run_command(argv, errors='replace')
+        result = dict(rc=rc, stdout=out, stderr=err, cmd=argv)
+        if timeout_bin and rc in (TIMED_OUT_RC, 128 + 9):
+            module.fail_json(msg='nvidia-smi did not answer within %d s' % timeout, **result)
+        return rc, out, err, result
+
+    health, health_error = True, None
+    rc, out, err, result = call(nvidia_smi_argv(nvidia_smi))
+    if rc != 0 and 'not a valid field' in (out + err):
+        health = False
+        health_error = 'nvidia-smi refused a health field: %s' % (out + err).strip().splitlines()[0]
+        rc, out, err, result = call(nvidia_smi_argv(nvidia_smi, health=False))
     if rc in NO_GPU_RC or (rc != 0 and not out.strip()):
         reason = (err.strip() or out.strip()).splitlines()
         return empty_facts('nvidia-smi failed (rc %d): %s' % (rc, reason[0] if reason else 'no output')), result
     if rc != 0:
         module.fail_json(msg='nvidia-smi failed (rc %d)' % rc, **result)
     try:
-        return facts_from_query(out, cuda_driver_version()), result
+        facts = facts_from_query(out, cuda_driver_version(), health, health_error)
+        if health and needs_remap_query(facts['gpus']):
+            rc, out, err, remap = call(remap_argv(nvidia_smi))
+            if rc == 0:
+                parse_remap(out, facts['gpus'])
+            else:
+                facts['health_error'] = 'row remapping not read: nvidia-smi rc %d: %s' % (
+                    rc, ((err or out).strip().splitlines() or ['no output'])[0])
+        return facts, result
     except NvidiaSmiParseError as exc:
         module.fail_json(msg=str(exc), line=exc.line, **result)
+
+
+# Health expectations (torch_verify expect, gpu_facts expect): key -> type.
+HEALTH_EXPECT_SPEC = dict(
+    min_pcie_gen=dict(type='int'),
+    min_pcie_width=dict(type='int'),
+    max_ecc_uncorrected=dict(type='int'),
+    no_pending_remaps=dict(type='bool'),
+    persistence_mode=dict(type='bool'),
+    no_clock_slowdown=dict(type='bool'),
+)
+
+
+def _label(gpu):
+    return 'GPU %s (%s)' % (gpu.get('index'), gpu.get('name'))
+
+
+def check_health_expectations(expect, facts):
+    """Every health expectation that is not met -> 'name: expected X, found Y on GPU i (name)'.
+
+    max_ecc_uncorrected is 0 where it is not set and ECC is on: an uncorrected
+    error is never healthy. A value the GPU does not report ([N/A]) does not
+    meet an expectation that asks for it."""
+    expect = dict((key, value) for key, value in (expect or {}).items()
+                  if key in HEALTH_EXPECT_SPEC and value is not None)
+    failures = []
+    gpus = (facts or {}).get('gpus') or []
+    asked = dict(expect)
+    if not gpus or not any('health' in gpu for gpu in gpus):
+        for name, value in sorted(asked.items()):
+            if value is not False:
+                failures.append('%s: expected %s, found no GPU health (%s)' % (
+                    name, value, (facts or {}).get('health_error') or (facts or {}).get('error') or 'no GPU'))
+        return failures
+
+    def fail(name, expected, found, gpu):
+        failures.append('%s: expected %s, found %s on %s' % (name, expected, found, _label(gpu)))
+
+    for gpu in gpus:
+        health = gpu.get('health')
+        if health is None:
+            continue
+        for name, current, maximum, unit in (('min_pcie_gen', 'pcie_gen_current', 'pcie_gen_max', 'Gen%s'),
+                                             ('min_pcie_width', 'pcie_width_current', 'pcie_width_max', 'x%s')):
+            if name in expect:
+                found = health.get(current)
+                if found is None or found < expect[name]:
+                    fail(name, '>= %s' % (unit % expect[name]),
+                         'not reported' if found is None else '%s (max %s)' % (
+                             unit % found, unit % health.get(maximum) if health.get(maximum) is not None else '?'), gpu)
+        limit = expect.get('max_ecc_uncorrected')
+        if limit is None and health.get('ecc_enabled'):
+            limit = 0
+        if limit is not None:
+            found = health.get('ecc_uncorrected_volatile')
+            if found is None and 'max_ecc_uncorrected' in expect:
+                fail('max_ecc_uncorrected', '<= %s' % limit, 'not reported (ECC %s)' % (
+                    'on' if health.get('ecc_enabled') else 'off or not supported'), gpu)
+            elif found is not None and found > limit:
+                fail('max_ecc_uncorrected', '<= %s uncorrected ECC errors' % limit, found, gpu)
+        if expect.get('no_pending_remaps'):
+            pending = [label for key, label in (('retired_pages_pending', 'retired pages pending'),
+                                                ('remapped_rows_pending', 'row remap pending'),
+                                                ('remapped_rows_failure', 'row remap failed')) if health.get(key)]
+            known = [key for key in ('retired_pages_pending', 'remapped_rows_pending') if health.get(key) is not None]
+            if pending:
+                fail('no_pending_remaps', 'no pending row remaps or retired pages', ', '.join(pending), gpu)
+            elif not known:
+                fail('no_pending_remaps', 'no pending row remaps or retired pages',
+                     'neither retired pages nor row remapping reported', gpu)
+        if expect.get('persistence_mode') is not None and health.get('persistence_mode') != expect['persistence_mode']:
+            found = health.get('persistence_mode')
+            fail('persistence_mode', 'on' if expect['persistence_mode'] else 'off',
+                 'not reported' if found is None else ('on' if found else 'off'), gpu)
+        if expect.get('no_clock_slowdown'):
+            reasons = health.get('clocks_event_reasons')
+            slow = [reason for reason in reasons or [] if reason in SLOWDOWN_REASONS]
+            if reasons is None:
+                fail('no_clock_slowdown', 'no hardware or thermal clock slowdown', 'clock event reasons not reported', gpu)
+            elif slow:
+                fail('no_clock_slowdown', 'no hardware or thermal clock slowdown', ', '.join(slow), gpu)
+    return failures

@@ -16,6 +16,7 @@ import json
 import re
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import collectives, kernel_checks, probe_imports, torch_probe
+from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import HEALTH_EXPECT_SPEC
 
 # module_utils the probe needs, sent inside its one -c string (torch_probe.helper).
 PROBE_HELPERS = (('kernel_checks', kernel_checks), ('probe_imports', probe_imports), ('collectives', collectives))
@@ -39,6 +40,7 @@ EXPECT_SPEC = dict(
     imports=dict(type='list', elements='str', default=[]),
     kernels=dict(type='list', elements='str', default=[]),
     consistent=dict(type='bool'),
+    **HEALTH_EXPECT_SPEC
 )
 
 SMOKE_DTYPES = ('bfloat16', 'float16')

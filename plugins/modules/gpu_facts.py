@@ -16,6 +16,15 @@ description:
   - Runs C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits) once, as an argument
     list with a C locale, and returns the driver version, the CUDA version the driver supports,
     and per GPU its index, name, UUID, compute capability, total memory and PCI bus id.
+  - Reads each GPU's health in the same query - persistence mode, the PCIe link as trained against its
+    maximum (generation and width), ECC mode and uncorrected volatile errors, pending retired pages, the
+    active clock event reasons (decoded), temperature, power draw and limit, SM clock and its maximum - and,
+    only where a GPU has no retired-pages answer (row-remapping GPUs such as the H200), pending and failed
+    row remaps in a second query. C([N/A]) and C([Not Supported]) become V(null), never a failure by
+    themselves; a driver that refuses a health field gives the inventory without health, and says why.
+  - >-
+    O(expect) checks the health against what the inventory expects; every unmet expectation is one
+    C(name: expected X, found Y on GPU i (name)) line of the failure.
   - Derives the arch list to build CUDA kernels for (C(12.0a) for compute capability 12.0,
     C(10.0a) for 10.0, C(9.0a) for 9.0, plain C(8.9), C(8.6), C(8.0) below, deduplicated),
     the same list that the P(gpufleet.inference.cuda_arch_list#filter) filter gives.
@@ -42,6 +51,32 @@ options:
       - V(0) waits for ever.
     type: int
     default: 60
+  expect:
+    description:
+      - Health expectations; the ones left unset are not checked, except O(expect.max_ecc_uncorrected), which
+        is V(0) on a GPU with ECC on once any expectation is given. A value the GPU does not report does not
+        meet an expectation that asks for it.
+    type: dict
+    default: {}
+    suboptions:
+      min_pcie_gen:
+        description: Lowest accepted PCIe generation of the link as trained (C(pcie.link.gen.current)).
+        type: int
+      min_pcie_width:
+        description: Lowest accepted PCIe link width as trained (C(pcie.link.width.current)), for example V(16).
+        type: int
+      max_ecc_uncorrected:
+        description: Most accepted uncorrected volatile ECC errors.
+        type: int
+      no_pending_remaps:
+        description: No pending row remap, no failed row remap and no pending retired page.
+        type: bool
+      persistence_mode:
+        description: Persistence mode on (V(true)) or off (V(false)).
+        type: bool
+      no_clock_slowdown:
+        description: No hardware slowdown, thermal slowdown or power-brake clock event reason active.
+        type: bool
 extends_documentation_fragment:
   - gpufleet.inference.read_only
 attributes:
@@ -71,6 +106,16 @@ EXAMPLES = r'''
   gpufleet.inference.gpu_facts:
     required: true
     timeout: 30
+
+- name: Every GPU on a full PCIe Gen5 x16 link, nothing pending, not held back
+  gpufleet.inference.gpu_facts:
+    required: true
+    expect:
+      min_pcie_gen: 5
+      min_pcie_width: 16
+      no_pending_remaps: true
+      persistence_mode: true
+      no_clock_slowdown: true
 '''
 
 RETURN = r'''
@@ -129,6 +174,23 @@ ansible_facts:
               description: PCI bus id, C(domain:bus:device.function).
               type: str
               sample: "00000000:19:00.0"
+            health:
+              description:
+                - The GPU's health; V(null) for what the GPU does not report. Absent where the driver refused a
+                  health field (RV(ansible_facts.gpufleet_gpu.health_error) says which).
+                - C(persistence_mode), C(ecc_enabled), C(retired_pages_pending), C(remapped_rows_pending),
+                  C(remapped_rows_failure) are booleans; C(pcie_gen_current), C(pcie_gen_max), C(pcie_width_current),
+                  C(pcie_width_max), C(ecc_uncorrected_volatile), C(temperature_c), C(clocks_sm_mhz),
+                  C(clocks_max_sm_mhz) integers; C(power_draw_w), C(power_limit_w) numbers;
+                  C(clocks_event_reasons_active) the bit mask and C(clocks_event_reasons) its names
+                  (C(gpu_idle), C(sw_power_cap), C(hw_slowdown), C(sw_thermal_slowdown), C(hw_thermal_slowdown),
+                  C(hw_power_brake_slowdown), ...).
+              type: dict
+              sample: {persistence_mode: true, pcie_gen_current: 5, pcie_gen_max: 5, pcie_width_current: 16,
+                       pcie_width_max: 16, ecc_enabled: true, ecc_uncorrected_volatile: 0, retired_pages_pending: null,
+                       remapped_rows_pending: false, remapped_rows_failure: false, clocks_event_reasons_active: 0,
+                       clocks_event_reasons: [], temperature_c: 31, power_draw_w: 76.28, power_limit_w: 700.0,
+                       clocks_sm_mhz: 345, clocks_max_sm_mhz: 1980}
         arch_list:
           description: TORCH_CUDA_ARCH_LIST entries for these GPUs, lowest first, deduplicated.
           type: list
@@ -140,11 +202,27 @@ ansible_facts:
           type: str
           returned: always
           sample: "nvidia-smi not found"
+        health_error:
+          description: Why the health is missing or incomplete (a health field the driver refused, row remapping not read), else V(null).
+          type: str
+          returned: always
+          sample: null
+mismatches:
+  description: 'Every unmet O(expect) entry, as C(name: expected X, found Y on GPU i (name)).'
+  type: list
+  elements: str
+  returned: always
+  sample: ["min_pcie_width: expected >= x16, found x8 (max x16) on GPU 3 (NVIDIA RTX PRO 6000 Blackwell Server Edition)"]
 '''
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE, gather
+from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
+    C_LOCALE,
+    HEALTH_EXPECT_SPEC,
+    check_health_expectations,
+    gather,
+)
 
 
 def main():
@@ -153,15 +231,24 @@ def main():
             required=dict(type='bool', default=False),
             nvidia_smi=dict(type='path'),
             timeout=dict(type='int', default=60),
+            expect=dict(type='dict', default={}, options=HEALTH_EXPECT_SPEC),
         ),
         supports_check_mode=True,
     )
     module.run_command_environ_update = C_LOCALE
+    expect = dict((key, value) for key, value in module.params['expect'].items() if value is not None)
+    for name in ('min_pcie_gen', 'min_pcie_width', 'max_ecc_uncorrected'):
+        if expect.get(name) is not None and expect[name] < 0:
+            module.fail_json(msg='expect.%s: expected a number >= 0, found %d' % (name, expect[name]))
     facts, result = gather(module, module.params['nvidia_smi'], module.params['timeout'])
     if module.params['required'] and not facts['present']:
         module.fail_json(msg='required: expected an NVIDIA GPU, found none (%s)' % facts['error'],
                          ansible_facts=dict(gpufleet_gpu=facts), **(result or {}))
-    module.exit_json(changed=False, ansible_facts=dict(gpufleet_gpu=facts))
+    mismatches = check_health_expectations(expect, facts) if expect else []
+    if mismatches:
+        module.fail_json(msg='%d health check(s) failed: %s' % (len(mismatches), '; '.join(mismatches)),
+                         mismatches=mismatches, ansible_facts=dict(gpufleet_gpu=facts))
+    module.exit_json(changed=False, mismatches=[], ansible_facts=dict(gpufleet_gpu=facts))
 
 
 if __name__ == '__main__':

@@ -231,6 +231,28 @@ options:
         type: list
         elements: str
         default: []
+      min_pcie_gen:
+        description:
+          - Lowest accepted PCIe generation of every GPU's link as trained. Needs O(gpu=true), as do the five below.
+          - A GPU may lower its link when idle (nvidia-smi - "may be reduced when the GPU is not in use"), so where the
+            probe ran the smoke test or the kernel checks on a GPU, the links are read again right after it, under load
+            (C(pcie_read_under_load) in the GPU's health).
+        type: int
+      min_pcie_width:
+        description: Lowest accepted PCIe link width of every GPU as trained (V(16) for x16).
+        type: int
+      max_ecc_uncorrected:
+        description: Most accepted uncorrected volatile ECC errors per GPU; V(0) on a GPU with ECC on when unset.
+        type: int
+      no_pending_remaps:
+        description: No pending or failed row remap and no pending retired page on any GPU.
+        type: bool
+      persistence_mode:
+        description: Persistence mode on (V(true)) or off (V(false)) on every GPU.
+        type: bool
+      no_clock_slowdown:
+        description: No hardware, thermal or power-brake clock slowdown active on any GPU.
+        type: bool
       consistent:
         description:
           - The installed distributions must agree with each other's pins on torch, torchvision and
@@ -633,7 +655,12 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import kernel_checks
-from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE, gather
+from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
+    C_LOCALE,
+    check_health_expectations,
+    gather,
+    reread_links,
+)
 from ansible_collections.gpufleet.inference.plugins.module_utils.venv_link import (
     LinkError,
     missing_target_message,
@@ -645,6 +672,7 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
     ProbeError,
     check_collectives,
     check_expectations,
+    HEALTH_EXPECT_SPEC,
     check_health,
     collectives_errors,
     check_kernels,
@@ -709,6 +737,10 @@ def main():
     module.run_command_environ_update = C_LOCALE
     # The GPUs first: their facts travel with every result below, failures included.
     facts_out = {}
+    health_expected = sorted(key for key in HEALTH_EXPECT_SPEC if params['expect'].get(key) is not None)
+    if health_expected and not params['gpu']:
+        module.fail_json(msg='expect.%s: needs gpu=true (the GPUs\' health is read with them)' % health_expected[0],
+                         probed=False)
     if params['gpu']:
         facts_out['gpufleet_gpu'] = gather(module)[0]
         if params['gpu_required'] and not facts_out['gpufleet_gpu']['present']:
@@ -806,6 +838,12 @@ def main():
     mismatches = check_health(facts, params['smoke'], params['smoke_tolerance'])
     mismatches.extend(check_kernels(facts))
     mismatches.extend(check_collectives(facts))
+    if params['gpu'] and facts_out['gpufleet_gpu']['present']:
+        gpu_facts = facts_out['gpufleet_gpu']
+        if (facts.get('smoke') or facts.get('kernels')) and facts.get('device_count'):
+            # the GPUs have just worked: their links are trained up now
+            reread_links(module, gpu_facts)
+        mismatches.extend(check_health_expectations(params['expect'], gpu_facts))
     mismatches.extend(check_expectations(params['expect'], facts))
     result = dict(changed=False, mismatches=mismatches, probed=True, ansible_facts=dict(facts_out, gpufleet_torch=facts), **extra)
     if mismatches:

@@ -17,14 +17,18 @@ import os
 import re
 import tempfile
 
+from . import textfile
+
 REPORT_BASENAME = "fleet-report"
 SCHEMA_VERSION = 1
 
 # Worst first: the order of the rows in every rendering.
 STATUS_ORDER = {"failed": 0, "unreachable": 1, "drift": 2, "not_run": 3, "unverified": 4, "ok": 5}
 BAD_STATUSES = ("failed", "unreachable", "drift")
-# A host below this share of its siblings' median all-reduce bandwidth is flagged (gpufleet_outlier_ratio).
+# A GPU (or a host's all-reduce) below this share of its siblings' median is flagged (gpufleet_outlier_ratio).
 DEFAULT_OUTLIER_RATIO = 0.9
+# Clock event reasons that mean hardware or heat holds the GPU back (module_utils gpu.SLOWDOWN_REASONS).
+SLOWDOWN_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 # The versions compared with the previous run (report column -> row key).
 TRACKED = (
@@ -137,12 +141,109 @@ def _gpu_rows(gpu, torch):
     gpus = []
     for g in (gpu or {}).get("gpus") or []:
         gpus.append({"index": g.get("index"), "name": g.get("name"), "compute_capability": g.get("compute_capability"),
-                     "memory_total_mib": g.get("memory_total_mib")})
+                     "memory_total_mib": g.get("memory_total_mib"), "health": g.get("health")})
     if not gpus:
         for i, d in enumerate(_first(torch or {}, "devices") or []):
             gpus.append({"index": d.get("index", i), "name": d.get("name"), "compute_capability": d.get("compute_capability"),
-                         "memory_total_mib": d.get("memory_total_mib")})
+                         "memory_total_mib": d.get("memory_total_mib"), "health": None})
+    by_device = dict((entry["device"], entry) for entry in _smoke(torch))
+    for g in gpus:
+        g["tflops"] = dict((k, v) for k, v in by_device.get(g["index"], {}).items() if k != "device")
+        g["marks"] = health_marks(g.get("health"))
+        g["ratio"] = None
+        g["outliers"] = []
     return gpus
+
+
+def health_marks(health):
+    """What a person should look at in one GPU's health, as short marks (empty when nothing)."""
+    if not isinstance(health, dict):
+        return []
+    marks = []
+    gen, gen_max = health.get("pcie_gen_current"), health.get("pcie_gen_max")
+    width, width_max = health.get("pcie_width_current"), health.get("pcie_width_max")
+    # a GPU may lower its link generation at idle: only a link read under load
+    # (torch_verify reads it again right after the smoke test) is judged by it
+    if _number(gen) and _number(gen_max) and gen < gen_max and health.get("pcie_read_under_load"):
+        marks.append("PCIe Gen%s of Gen%s" % (gen, gen_max))
+    if _number(width) and _number(width_max) and width < width_max:
+        marks.append("PCIe x%s of x%s" % (width, width_max))
+    if _number(health.get("ecc_uncorrected_volatile")) and health["ecc_uncorrected_volatile"] > 0:
+        marks.append("%s uncorrected ECC errors" % health["ecc_uncorrected_volatile"])
+    for key, text in (("retired_pages_pending", "retired pages pending"), ("remapped_rows_pending", "row remap pending"),
+                      ("remapped_rows_failure", "row remap failed")):
+        if health.get(key):
+            marks.append(text)
+    slow = [r for r in health.get("clocks_event_reasons") or [] if r in SLOWDOWN_REASONS]
+    if slow:
+        marks.append("clocks held back: " + ", ".join(slow))
+    if health.get("persistence_mode") is False:
+        marks.append("persistence mode off")
+    return marks
+
+
+def _link_text(health):
+    """The link a GPU's siblings are compared by: its width, and its generation where it was read under load."""
+    width, gen = health.get("pcie_width_current"), health.get("pcie_gen_current")
+    if width is None:
+        return None
+    return ("Gen%s x%s" % (gen, width)) if gen is not None and health.get("pcie_read_under_load") else "x%s" % width
+
+
+def flag_gpu_outliers(rows, ratio):
+    """Per GPU model, each GPU's throughput (smoke dtypes, FP8/FP4 GEMM checks) against
+    the fleet median of that model, and its PCIe link and maximum SM clock against
+    what most of its siblings have. A GPU below ratio x the median, or unlike most
+    of its siblings, is an outlier: drift for its host, not a failed verification."""
+    models = {}
+    for r in rows:
+        # a failed host's figures do not set the medians the others are judged by
+        if r["status"] in ("unreachable", "not_run", "failed"):
+            continue
+        for g in r["gpus"]:
+            models.setdefault(g.get("name") or "?", []).append((r, g))
+    for name, members in models.items():
+        metrics = sorted(set(k for dummy, g in members for k in g["tflops"]))
+        for metric in metrics:
+            values = [g["tflops"][metric] for dummy, g in members if _number(g["tflops"].get(metric))]
+            if len(values) < 2:
+                continue
+            median = _median(values)
+            if median <= 0:
+                continue
+            for r, g in members:
+                value = g["tflops"].get(metric)
+                if not _number(value):
+                    continue
+                share = value / median
+                g["ratio"] = round(share if g["ratio"] is None else min(g["ratio"], share), 3)
+                if share < ratio:
+                    g["outliers"].append({"what": "%s TFLOP/s" % metric, "value": value, "median": round(median, 3),
+                                          "ratio": round(share, 3), "siblings": len(values)})
+                    r["drift"].append("GPU %s: %s TFLOP/s %s is %.2f of the median %.4g of %d %s GPUs"
+                                      % (g["index"], metric, value, share, median, len(values), name))
+        if len(members) < 3:
+            continue
+        for what, key in (("PCIe link", _link_text),
+                          ("max SM clock", lambda h: "%s MHz" % h["clocks_max_sm_mhz"] if h.get("clocks_max_sm_mhz") else None)):
+            seen = [(r, g, key(g["health"])) for r, g in members if isinstance(g.get("health"), dict)]
+            seen = [(r, g, v) for r, g, v in seen if v is not None]
+            counts = {}
+            for dummy, dummy2, v in seen:
+                counts[v] = counts.get(v, 0) + 1
+            if not counts:
+                continue
+            typical, count = max(counts.items(), key=lambda item: (item[1], item[0]))
+            if count * 2 <= len(seen):
+                continue  # no majority: nothing to compare with
+            for r, g, v in seen:
+                if v != typical:
+                    g["outliers"].append({"what": what, "value": v, "typical": typical, "siblings": len(seen)})
+                    r["drift"].append("GPU %s: %s %s where %d of %d %s GPUs have %s"
+                                      % (g["index"], what, v, count, len(seen), name, typical))
+    for r in rows:
+        if r["status"] == "ok" and any(g["outliers"] for g in r["gpus"]):
+            r["status"] = "drift"
 
 
 def _gpu_summary(gpus):
@@ -464,7 +565,15 @@ def build_report(run, previous=None, lock_dir=None, now=None):
         elif entry.get("status") == "running" and not entry.get("stage") and i < len(stages) and stages[i]:
             entry = dict(entry, stage=stages[i])
         rows.append(host_row(name, entry, prev_rows.get(name), lock_dir, mode))
-    flag_allreduce_outliers(rows, float(run.get("outlier_ratio") or DEFAULT_OUTLIER_RATIO))
+    ratio = float(run.get("outlier_ratio") or DEFAULT_OUTLIER_RATIO)
+    flag_gpu_outliers(rows, ratio)
+    flag_allreduce_outliers(rows, ratio)
+    if run.get("outliers_fail"):
+        # the inventory asked for outliers to fail their hosts (gpufleet_outliers_fail)
+        for r in rows:
+            if r["status"] == "drift" and (any(g["outliers"] for g in r["gpus"])
+                                           or (r.get("allreduce") or {}).get("outlier")):
+                r["status"] = "failed"
     rows.sort(key=lambda r: (STATUS_ORDER.get(r["status"], 0), r["host"]))
     counts = {}
     for r in rows:
@@ -607,6 +716,15 @@ def write_report(report, out_dir, keep_history=20):
         path = os.path.join(out_dir, "%s.%s" % (REPORT_BASENAME, ext))
         _atomic_write(path, text if kind == "json" else render(report, kind))
         paths[kind] = path
+    # Prometheus text: the fleet's, and each host's own for its node_exporter
+    # (the playbooks copy it to the host's gpufleet_textfile_dir)
+    paths["prom"] = os.path.join(out_dir, "%s.prom" % REPORT_BASENAME)
+    _atomic_write(paths["prom"], textfile.render(report))
+    hosts_dir = os.path.join(out_dir, "textfile")
+    os.makedirs(hosts_dir, exist_ok=True)
+    for row in report["hosts"]:
+        _atomic_write(os.path.join(hosts_dir, "%s.prom" % row["host"]), textfile.render(report, [row["host"]]))
+    paths["textfile_dir"] = hosts_dir
     return paths
 
 

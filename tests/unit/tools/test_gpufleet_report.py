@@ -347,3 +347,88 @@ def test_allreduce_skips_and_failures_are_shown_and_not_medians():
     # the failed one is not a sibling: a alone has nothing to be compared with
     assert rows["a"]["allreduce"]["outlier"] is None
     assert rep.format_allreduce({"allreduce": None}) == "-"
+
+
+HEALTHY = {"persistence_mode": True, "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16,
+           "pcie_width_max": 16, "ecc_enabled": True, "ecc_uncorrected_volatile": 0, "retired_pages_pending": None,
+           "remapped_rows_pending": False, "remapped_rows_failure": False, "clocks_event_reasons_active": 1,
+           "clocks_event_reasons": ["gpu_idle"], "temperature_c": 35, "power_draw_w": 41.5, "power_limit_w": 600.0,
+           "clocks_sm_mhz": 180, "clocks_max_sm_mhz": 2617, "pcie_read_under_load": True}
+
+
+def health_entry(gpus=8, tflops=300.0, slow=None, health=None):
+    """A verified host whose GPUs report health and a bf16 smoke figure; slow={index: tflops}, health={index: {...}}."""
+    entry = ok_entry(gpus=gpus)
+    for g in entry["gpu"]["gpus"]:
+        g["health"] = dict(HEALTHY, **(health or {}).get(g["index"], {}))
+    entry["torch"]["smoke"] = [{"device": i, "dtype": "bfloat16", "tflops": (slow or {}).get(i, tflops)} for i in range(gpus)]
+    return entry
+
+
+def test_a_slow_gpu_is_an_outlier_against_the_fleet_median_of_its_model():
+    hosts = {"h%02d" % i: health_entry() for i in range(4)}
+    hosts["h02"] = health_entry(slow={5: 240.0})
+    report = rep.build_report(run("verify", **hosts), now=NOW)
+    rows = {r["host"]: r for r in report["hosts"]}
+    slow = rows["h02"]["gpus"][5]
+    assert slow["ratio"] == 0.8
+    assert slow["outliers"] == [{"what": "bfloat16 TFLOP/s", "value": 240.0, "median": 300.0, "ratio": 0.8, "siblings": 32}]
+    assert rows["h02"]["status"] == "drift"
+    assert rows["h02"]["drift"] == ["GPU 5: bfloat16 TFLOP/s 240.0 is 0.80 of the median 300 of 32 "
+                                    "NVIDIA RTX PRO 6000 Blackwell Server Edition GPUs"]
+    assert all(r["status"] == "ok" for name, r in rows.items() if name != "h02")
+    assert rows["h00"]["gpus"][0]["ratio"] == 1.0 and rows["h00"]["gpus"][0]["outliers"] == []
+    # a stricter inventory: 0.8 passes 0.75, and outliers can be made to fail their hosts
+    assert rep.build_report(dict(run("verify", **hosts), outlier_ratio=0.75), now=NOW)["hosts"][0]["status"] == "ok"
+    failing = rep.build_report(dict(run("verify", **hosts), outliers_fail=True), now=NOW)
+    assert [(r["host"], r["status"]) for r in failing["hosts"]][0] == ("h02", "failed")
+
+
+def test_a_link_or_clock_unlike_its_siblings_is_an_outlier_and_marked():
+    hosts = {"h%02d" % i: health_entry() for i in range(3)}
+    hosts["h01"] = health_entry(health={3: {"pcie_width_current": 8}, 6: {"remapped_rows_pending": True},
+                                        7: {"clocks_event_reasons": ["hw_slowdown"], "clocks_max_sm_mhz": 2100}})
+    report = rep.build_report(run("verify", **hosts), now=NOW)
+    row = [r for r in report["hosts"] if r["host"] == "h01"][0]
+    assert row["gpus"][3]["marks"] == ["PCIe x8 of x16"]
+    assert row["gpus"][3]["outliers"] == [{"what": "PCIe link", "value": "Gen5 x8", "typical": "Gen5 x16", "siblings": 24}]
+    assert row["gpus"][6]["marks"] == ["row remap pending"] and row["gpus"][6]["outliers"] == []
+    assert row["gpus"][7]["marks"] == ["clocks held back: hw_slowdown"]
+    assert row["gpus"][7]["outliers"] == [{"what": "max SM clock", "value": "2100 MHz", "typical": "2617 MHz", "siblings": 24}]
+    assert row["status"] == "drift"
+    assert "GPU 3: PCIe link Gen5 x8 where 23 of 24 NVIDIA RTX PRO 6000 Blackwell Server Edition GPUs have Gen5 x16" in row["drift"]
+
+
+def test_outliers_need_siblings_and_models_are_not_mixed():
+    # one host alone: its GPUs are compared with each other; a fleet of one GPU has nothing to compare
+    alone = rep.build_report(run("verify", a=health_entry(gpus=1, tflops=100.0)), now=NOW)
+    assert alone["hosts"][0]["status"] == "ok" and alone["hosts"][0]["gpus"][0]["ratio"] is None
+    # two models: the slower model is not an outlier of the faster one
+    h200 = health_entry(gpus=2, tflops=700.0)
+    for g in h200["gpu"]["gpus"]:
+        g["name"] = "NVIDIA H200"
+    report = rep.build_report(run("verify", a=health_entry(gpus=2), b=h200), now=NOW)
+    assert all(r["status"] == "ok" for r in report["hosts"])
+    assert [g["ratio"] for r in report["hosts"] for g in r["gpus"]] == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_health_marks():
+    assert rep.health_marks(HEALTHY) == []
+    assert rep.health_marks(None) == []
+    # a generation read at idle says nothing (the GPU may have lowered it); the width does
+    idle = dict(HEALTHY, pcie_gen_current=1, pcie_width_current=8, pcie_read_under_load=None)
+    assert rep.health_marks(idle) == ["PCIe x8 of x16"]
+    assert rep.health_marks(dict(HEALTHY, pcie_gen_current=3, ecc_uncorrected_volatile=4, persistence_mode=False,
+                                 retired_pages_pending=True, remapped_rows_failure=True,
+                                 clocks_event_reasons=["sw_power_cap", "sw_thermal_slowdown"])) == [
+        "PCIe Gen3 of Gen5", "4 uncorrected ECC errors", "retired pages pending", "row remap failed",
+        "clocks held back: sw_thermal_slowdown", "persistence mode off"]
+
+
+def test_a_failed_host_does_not_set_the_medians():
+    # two healthy hosts at 300 and a failed one whose GPUs ran at 100: the median stays 300
+    broken = dict(health_entry(tflops=100.0), status="failed", message="kernels: expected ... found NaN")
+    report = rep.build_report(run("verify", a=health_entry(), b=health_entry(slow={1: 280.0}), c=broken), now=NOW)
+    rows = {r["host"]: r for r in report["hosts"]}
+    assert rows["b"]["gpus"][1]["ratio"] == 0.933 and rows["b"]["status"] == "ok"
+    assert rows["c"]["status"] == "failed" and all(g["outliers"] == [] for g in rows["c"]["gpus"])
