@@ -7,6 +7,7 @@ The tests run in order on one fleet: deploy from nothing, a no-op re-deploy,
 drift on one host, a failed verification that must leave the previous venv
 active, rollback, a host stopped in the middle of a run, and a build whose kernels
 are wrong, caught by the kernel checks and never activated."""
+import base64
 import json
 import os
 import shutil
@@ -131,6 +132,33 @@ def test_second_deploy_changes_nothing(fleet):
     assert "TASK [Stage venv]" in out and "is already active (" not in out
     assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
     assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
+
+
+def test_verify_puts_each_hosts_metrics_into_its_textfile_directory(fleet):
+    """gpufleet_textfile_dir: each host gets its own metrics for node_exporter, the
+    controller the fleet's, both in Prometheus text that the official parser reads."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    inv = fleet["inventory"]
+    shell(inv, ",".join(HOSTS), "rm -rf /tmp/gpufleet-textfile && mkdir -m 0755 /tmp/gpufleet-textfile")
+    rc, out, stats = play(fleet, VERIFY, extra={"gpufleet_textfile_dir": "/tmp/gpufleet-textfile"})
+    assert rc == 0, out[-6000:]
+    encoded = shell(inv, ",".join(HOSTS), "ls -A /tmp/gpufleet-textfile && base64 -w0 /tmp/gpufleet-textfile/gpufleet.prom")
+    for host in HOSTS:
+        listing, dummy, data = encoded[host].partition("\\n")
+        assert listing == "gpufleet.prom", encoded[host][:300]  # one file, no temporary left beside it
+        families = {f.name: f for f in text_string_to_metric_families(base64.b64decode(data).decode())}
+        hosts = {s.labels["host"] for f in families.values() for s in f.samples}
+        assert hosts == {host}, hosts
+        status = {s.labels["status"]: s.value for s in families["gpufleet_host_status"].samples}
+        assert status["ok"] == 1 and sum(status.values()) == 1, status
+        assert families["gpufleet_host_healthy"].samples[0].value == 1
+        assert families["gpufleet_host_verification_timestamp_seconds"].samples[0].value > 1.7e9
+    with open(os.path.join(fleet["reports"], "fleet-report.prom"), encoding="utf-8") as fh:
+        fleet_hosts = {s.labels["host"] for f in text_string_to_metric_families(fh.read()) for s in f.samples}
+    assert fleet_hosts == set(HOSTS)
+    # the file is a change on the host; nothing else is
+    assert all(stats[h]["changed"] == 1 for h in HOSTS), stats
 
 
 def test_drift_on_one_host_is_flagged_and_exits_non_zero(fleet):

@@ -613,6 +613,7 @@ def _env():
     env.filters["md"] = lambda s: str("" if s is None else s).replace("|", "\\|").replace("\n", " ")
     env.filters["kernels"] = format_kernels
     env.filters["allreduce"] = format_allreduce
+    env.filters["gpu_notes"] = gpu_notes
     env.filters["kernel_notes"] = kernel_notes
     env.filters["has_notes"] = has_notes
     return env
@@ -638,6 +639,17 @@ def format_kernels(row):
     if not isinstance(kernels, dict):  # a report written before the kernel checks
         return "not run"
     return kernels.get("summary") or "not run"
+
+
+def gpu_notes(gpu):
+    """One GPU's health marks and outliers as one line of text."""
+    notes = list(gpu.get("marks") or [])
+    for o in gpu.get("outliers") or []:
+        if "ratio" in o:
+            notes.append("outlier: %s %s, %.2f of the median %s" % (o["what"], o["value"], o["ratio"], o["median"]))
+        else:
+            notes.append("outlier: %s %s where most have %s" % (o["what"], o["value"], o["typical"]))
+    return "; ".join(notes)
 
 
 def format_allreduce(row):

@@ -378,6 +378,9 @@ def test_a_slow_gpu_is_an_outlier_against_the_fleet_median_of_its_model():
                                     "NVIDIA RTX PRO 6000 Blackwell Server Edition GPUs"]
     assert all(r["status"] == "ok" for name, r in rows.items() if name != "h02")
     assert rows["h00"]["gpus"][0]["ratio"] == 1.0 and rows["h00"]["gpus"][0]["outliers"] == []
+    # the Markdown keeps it too
+    assert ("- GPU 5 (NVIDIA RTX PRO 6000 Blackwell Server Edition), 0.8 of the model median: "
+            "outlier: bfloat16 TFLOP/s 240.0, 0.80 of the median 300.0") in rep.render(report, "md")
     # a stricter inventory: 0.8 passes 0.75, and outliers can be made to fail their hosts
     assert rep.build_report(dict(run("verify", **hosts), outlier_ratio=0.75), now=NOW)["hosts"][0]["status"] == "ok"
     failing = rep.build_report(dict(run("verify", **hosts), outliers_fail=True), now=NOW)
