@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """The HTML fleet report of the H200 health runs (docs/evidence/h200-health/
 reports-2, reports-3: their fleet-report.json), rendered by the report's
 template and photographed with headless Chromium (Debian's package), on the
