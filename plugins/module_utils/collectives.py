@@ -149,7 +149,9 @@ def run(python, backend, world_size, sizes_mib=DEFAULT_SIZES_MIB, iterations=DEF
         params = dict(rank=rank, world_size=world_size, backend=backend, port=port, sizes_mib=list(sizes_mib),
                       iterations=iterations, timeout=timeout, plant=plant or {})
         err = tempfile.TemporaryFile()
-        proc = subprocess.Popen([python, '-I', '-c', source, json.dumps(params)], stdin=subprocess.DEVNULL,
+        # isolated (-I) as the probe itself was started
+        flags = ['-I'] if sys.flags.isolated else []
+        proc = subprocess.Popen([python] + flags + ['-c', source, json.dumps(params)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=err, env=env)
         lines = []
         thread = threading.Thread(target=_reader, args=(proc.stdout, lines))

@@ -331,7 +331,10 @@ def gather(module, nvidia_smi=None, timeout=60):
         if health and needs_remap_query(facts['gpus']):
             rc, out, err, remap = call(remap_argv(nvidia_smi))
             if rc == 0:
-                parse_remap(out, facts['gpus'])
+                try:
+                    parse_remap(out, facts['gpus'])
+                except NvidiaSmiParseError as exc:
+                    facts['health_error'] = 'row remapping not read: %s' % exc
             else:
                 facts['health_error'] = 'row remapping not read: nvidia-smi rc %d: %s' % (
                     rc, ((err or out).strip().splitlines() or ['no output'])[0])

@@ -468,6 +468,9 @@ def run(params):
     if params.get('consistent'):
         facts['requirement_conflicts'] = requirement_conflicts()
 
+    # torch numbers the GPUs fastest first unless told otherwise; in bus order,
+    # cuda:i is nvidia-smi's GPU i (the report joins the two by index)
+    os.environ.setdefault('CUDA_DEVICE_ORDER', 'PCI_BUS_ID')
     started = time.time()
     try:
         import torch

@@ -168,8 +168,8 @@ def collectives_errors(params):
     if params['collectives_backend'] == 'gloo' and params['collectives_world_size'] < 2:
         return 'collectives_world_size: expected 2 or more ranks for gloo, found %d' % params['collectives_world_size']
     sizes = params['collectives_sizes_mib']
-    if not sizes or any(size < 1 for size in sizes):
-        return 'collectives_sizes_mib: expected a list of positive sizes in MiB, found %r' % (sizes,)
+    if not sizes or any(size < 1 for size in sizes) or len(set(sizes)) != len(sizes):
+        return 'collectives_sizes_mib: expected a list of different positive sizes in MiB, found %r' % (sizes,)
     expect = params['expect']
     busbw, size = expect.get('min_allreduce_busbw_gbps'), expect.get('allreduce_size_mib')
     if busbw is not None and not busbw >= 0:

@@ -36,7 +36,8 @@ description:
     C(torch.distributed) with NCCL, started by the probe (no C(torchrun)) - with an all-reduce whose exact
     sum is known (any wrong element on any rank fails the host, whatever the speed) and the bus bandwidth at
     each of O(collectives_sizes_mib) (busbw = algbw x 2(n-1)/n, as nccl-tests defines it). A host with
-    fewer than 2 GPUs reports it skipped with the reason (C(1 GPU)); a skip is never a pass.
+    fewer than 2 GPUs reports it skipped with the reason (C(1 GPU)), never as passed; O(expect.min_allreduce_busbw_gbps)
+    makes the skip a failure.
   - >-
     O(expect) compares the facts with what the inventory expects. Every mismatch is listed in
     one failure message as C(name: expected X, found Y).
@@ -838,11 +839,13 @@ def main():
     mismatches = check_health(facts, params['smoke'], params['smoke_tolerance'])
     mismatches.extend(check_kernels(facts))
     mismatches.extend(check_collectives(facts))
-    if params['gpu'] and facts_out['gpufleet_gpu']['present']:
+    if params['gpu']:
         gpu_facts = facts_out['gpufleet_gpu']
-        if (facts.get('smoke') or facts.get('kernels')) and facts.get('device_count'):
-            # the GPUs have just worked: their links are trained up now
+        worked = facts.get('smoke') or facts.get('kernels') or (facts.get('collectives') or {}).get('results')
+        if gpu_facts['present'] and worked and facts.get('device_count'):
+            # the GPUs have just worked: their links are trained up again
             reread_links(module, gpu_facts)
+        # no GPU health at all fails every health expectation that was set
         mismatches.extend(check_health_expectations(params['expect'], gpu_facts))
     mismatches.extend(check_expectations(params['expect'], facts))
     result = dict(changed=False, mismatches=mismatches, probed=True, ansible_facts=dict(facts_out, gpufleet_torch=facts), **extra)

@@ -222,6 +222,7 @@ def flag_gpu_outliers(rows, ratio):
                                           "ratio": round(share, 3), "siblings": len(values)})
                     r["drift"].append("GPU %s: %s TFLOP/s %s is %.2f of the median %.4g of %d %s GPUs"
                                       % (g["index"], metric, value, share, median, len(values), name))
+                    r["outlier_drift"] = r.get("outlier_drift", 0) + 1
         if len(members) < 3:
             continue
         for what, key in (("PCIe link", _link_text),
@@ -241,6 +242,7 @@ def flag_gpu_outliers(rows, ratio):
                     g["outliers"].append({"what": what, "value": v, "typical": typical, "siblings": len(seen)})
                     r["drift"].append("GPU %s: %s %s where %d of %d %s GPUs have %s"
                                       % (g["index"], what, v, count, len(seen), name, typical))
+                    r["outlier_drift"] = r.get("outlier_drift", 0) + 1
     for r in rows:
         if r["status"] == "ok" and any(g["outliers"] for g in r["gpus"]):
             r["status"] = "drift"
@@ -401,6 +403,7 @@ def flag_allreduce_outliers(rows, ratio):
                                              "siblings": len(members)}
                 m["drift"].append("all-reduce busbw %s GB/s at %s MiB is %.2f of the median %.3g GB/s of %d hosts with %s"
                                   % (m["allreduce"]["busbw_gbps"], size, share, median, len(members), gpus or "the same GPUs"))
+                m["outlier_drift"] = m.get("outlier_drift", 0) + 1
                 if m["status"] == "ok":
                     m["status"] = "drift"
 
@@ -574,6 +577,9 @@ def build_report(run, previous=None, lock_dir=None, now=None):
             if r["status"] == "drift" and (any(g["outliers"] for g in r["gpus"])
                                            or (r.get("allreduce") or {}).get("outlier")):
                 r["status"] = "failed"
+    for r in rows:
+        # drift that is only outliers among siblings: reported, not a failed host
+        r["outliers_only"] = r["status"] == "drift" and 0 < len(r["drift"]) == r.pop("outlier_drift", 0)
     rows.sort(key=lambda r: (STATUS_ORDER.get(r["status"], 0), r["host"]))
     counts = {}
     for r in rows:
@@ -588,7 +594,7 @@ def build_report(run, previous=None, lock_dir=None, now=None):
         "previous": (previous or {}).get("generated"),
         "counts": counts,
         "total": len(rows),
-        "healthy": not any(r["status"] in BAD_STATUSES for r in rows) and "not_run" not in counts,
+        "healthy": not any(r["status"] in BAD_STATUSES and not r["outliers_only"] for r in rows) and "not_run" not in counts,
         "hosts": rows,
     }
     report["digest"] = fleet_digest(report)

@@ -46,7 +46,8 @@ def main(argv=None):
         "counts": report["counts"],
         "summary": "%d hosts: %s" % (report["total"], ", ".join(
             "%d %s" % (report["counts"][k], k) for k in sorted(report["counts"], key=lambda k: STATUS_ORDER.get(k, 0)))),
-        "failing": [r["host"] for r in report["hosts"] if r["status"] in BAD_STATUSES],
+        "failing": [r["host"] for r in report["hosts"] if r["status"] in BAD_STATUSES and not r["outliers_only"]],
+        "outliers_only": [r["host"] for r in report["hosts"] if r["outliers_only"]],
         "status": {r["host"]: r["status"] for r in report["hosts"]},
         "paths": paths,
     }, sort_keys=True))

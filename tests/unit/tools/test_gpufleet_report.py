@@ -378,6 +378,8 @@ def test_a_slow_gpu_is_an_outlier_against_the_fleet_median_of_its_model():
                                     "NVIDIA RTX PRO 6000 Blackwell Server Edition GPUs"]
     assert all(r["status"] == "ok" for name, r in rows.items() if name != "h02")
     assert rows["h00"]["gpus"][0]["ratio"] == 1.0 and rows["h00"]["gpus"][0]["outliers"] == []
+    # reported, not a failed verification: the fleet still counts as healthy
+    assert rows["h02"]["outliers_only"] is True and report["healthy"] is True
     # the Markdown keeps it too
     assert ("- GPU 5 (NVIDIA RTX PRO 6000 Blackwell Server Edition), 0.8 of the model median: "
             "outlier: bfloat16 TFLOP/s 240.0, 0.80 of the median 300.0") in rep.render(report, "md")
@@ -385,6 +387,7 @@ def test_a_slow_gpu_is_an_outlier_against_the_fleet_median_of_its_model():
     assert rep.build_report(dict(run("verify", **hosts), outlier_ratio=0.75), now=NOW)["hosts"][0]["status"] == "ok"
     failing = rep.build_report(dict(run("verify", **hosts), outliers_fail=True), now=NOW)
     assert [(r["host"], r["status"]) for r in failing["hosts"]][0] == ("h02", "failed")
+    assert failing["healthy"] is False and failing["hosts"][0]["outliers_only"] is False
 
 
 def test_a_link_or_clock_unlike_its_siblings_is_an_outlier_and_marked():

@@ -176,8 +176,11 @@ def _params(**overrides):
     (_params(), None),
     (_params(collectives_backend='gloo', collectives_world_size=1),
      'collectives_world_size: expected 2 or more ranks for gloo, found 1'),
-    (_params(collectives_sizes_mib=[1, 0]), 'collectives_sizes_mib: expected a list of positive sizes in MiB, found [1, 0]'),
-    (_params(collectives_sizes_mib=[]), 'collectives_sizes_mib: expected a list of positive sizes in MiB, found []'),
+    (_params(collectives_sizes_mib=[1, 0]), 'collectives_sizes_mib: expected a list of different positive sizes in MiB, found [1, 0]'),
+    (_params(collectives_sizes_mib=[]), 'collectives_sizes_mib: expected a list of different positive sizes in MiB, found []'),
+    # one series per size in the Prometheus export: a size given twice is refused
+    (_params(collectives_sizes_mib=[64, 64]),
+     'collectives_sizes_mib: expected a list of different positive sizes in MiB, found [64, 64]'),
     (_params(expect={'min_allreduce_busbw_gbps': 10.0, 'allreduce_size_mib': 256}),
      'expect.allreduce_size_mib: expected one of collectives_sizes_mib (1, 16, 64), found 256'),
     (_params(expect={'min_allreduce_busbw_gbps': -1.0, 'allreduce_size_mib': None}),
