@@ -11,7 +11,6 @@ import textwrap
 
 from conftest import ROOT
 # the module fixtures of the real-torch tests, used here by name
-from test_torch_verify_real import local_venv, wheels  # noqa: F401  pylint: disable=unused-import
 
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (  # noqa: E402
@@ -81,16 +80,16 @@ FAKES = textwrap.dedent("""\
     """)
 
 
-def _engine(local_venv):  # noqa: F811
-    proc = subprocess.run([os.path.join(local_venv, "bin", "python"), "-c", FAKES, os.path.join(ROOT, ".collections")],
+def _engine(torch_cpu_venv):
+    proc = subprocess.run([os.path.join(torch_cpu_venv, "bin", "python"), "-c", FAKES, os.path.join(ROOT, ".collections")],
                           capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     return {case: {entry["check"]: entry for entry in entries} for case, entries in results.items()}
 
 
-def test_engine_catches_each_failure_and_words_it(local_venv):  # noqa: F811
-    results = _engine(local_venv)
+def test_engine_catches_each_failure_and_words_it(torch_cpu_venv):
+    results = _engine(torch_cpu_venv)
     every = ["torch.fp8_scaled_mm", "torch.nvfp4_scaled_mm", "sgl_kernel.rmsnorm", "sgl_kernel.fused_add_rmsnorm",
              "sgl_kernel.silu_and_mul", "sgl_kernel.fp8_scaled_mm", "sgl_kernel.cutlass_scaled_fp4_mm",
              "flashinfer.rmsnorm", "flashinfer.silu_and_mul", "flashinfer.top_k_sampling", "flashinfer.mm_fp4.cudnn",
@@ -165,13 +164,13 @@ SITE = {
 }
 
 
-def test_probe_runs_the_checks_and_diagnoses_imports(local_venv, tmp_path):  # noqa: F811
+def test_probe_runs_the_checks_and_diagnoses_imports(torch_cpu_venv, tmp_path):
     site = tmp_path / "site"
     for path, text in SITE.items():
         (site / path).parent.mkdir(parents=True, exist_ok=True)
         (site / path).write_text(text)
     params = {"imports": ["sgl_kernel", "gpufleet_fake_audio"], "kernels": True, "consistent": True, "timeout": 300}
-    argv = probe_argv(os.path.join(local_venv, "bin", "python"), params, isolated=False)
+    argv = probe_argv(os.path.join(torch_cpu_venv, "bin", "python"), params, isolated=False)
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600,
                           env=dict(os.environ, PYTHONPATH=str(site)))
     facts = parse_probe_output(proc.returncode, proc.stdout, 300)
@@ -185,7 +184,7 @@ def test_probe_runs_the_checks_and_diagnoses_imports(local_venv, tmp_path):  # n
     # flashinfer is not installed in this venv: listed, skipped, with the reason
     assert checks["flashinfer.rmsnorm"] == dict(checks["flashinfer.rmsnorm"], status="skipped",
                                                 reason="flashinfer is not installed")
-    assert facts["flashinfer_jit"]["workspace"] == local_venv  # the venv's own JIT cache
+    assert facts["flashinfer_jit"]["workspace"] == torch_cpu_venv  # the venv's own JIT cache
     audio = facts["imports"]["gpufleet_fake_audio"]
     assert audio["ok"] is False
     assert audio["error"] == "OSError: Could not load this library: /x/libtorchaudio.so"
