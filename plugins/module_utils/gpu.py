@@ -183,21 +183,27 @@ def link_argv(nvidia_smi):
     return [nvidia_smi, '--query-gpu=index,pcie.link.gen.current,pcie.link.width.current', '--format=csv,noheader,nounits']
 
 
+def find_nvidia_smi(module, nvidia_smi=None):
+    return nvidia_smi or module.get_bin_path(
+        'nvidia-smi', opt_dirs=['/usr/bin', '/usr/local/nvidia/bin', '/usr/lib/wsl/lib'])
+
+
+def with_timeout(module, argv, timeout):
+    """argv under coreutils' timeout where the host has it and timeout is not 0."""
+    timeout_bin = module.get_bin_path('timeout') if timeout else None
+    return ([timeout_bin, '--kill-after=5', str(timeout)] + argv) if timeout_bin else argv
+
+
 def reread_links(module, facts, nvidia_smi=None, timeout=60):
     """Read the PCIe links again, right after the GPUs worked: nvidia-smi's own
     help says the current link generation and width "may be reduced when the
     GPU is not in use", so a link read at idle can look trained down. Updates
     the gpus' health in place; says in health_error when it could not."""
-    nvidia_smi = nvidia_smi or module.get_bin_path(
-        'nvidia-smi', opt_dirs=['/usr/bin', '/usr/local/nvidia/bin', '/usr/lib/wsl/lib'])
+    nvidia_smi = find_nvidia_smi(module, nvidia_smi)
     gpus = [gpu for gpu in facts.get('gpus') or [] if 'health' in gpu]
     if not nvidia_smi or not gpus:
         return
-    argv = link_argv(nvidia_smi)
-    timeout_bin = module.get_bin_path('timeout') if timeout else None
-    if timeout_bin:
-        argv = [timeout_bin, '--kill-after=5', str(timeout)] + argv
-    rc, out, err = module.run_command(argv, errors='replace')
+    rc, out, err = module.run_command(with_timeout(module, link_argv(nvidia_smi), timeout), errors='replace')
     by_index = dict((gpu['index'], gpu) for gpu in gpus)
     if rc == 0:
         try:
@@ -300,18 +306,15 @@ def gather(module, nvidia_smi=None, timeout=60):
     device gives empty facts with the reason in 'error'; a hang past timeout,
     another failure or a line that is not the CSV row asked for fails the module.
     """
-    nvidia_smi = nvidia_smi or module.get_bin_path(
-        'nvidia-smi', opt_dirs=['/usr/bin', '/usr/local/nvidia/bin', '/usr/lib/wsl/lib'])
+    nvidia_smi = find_nvidia_smi(module, nvidia_smi)
     if not nvidia_smi:
         return empty_facts('nvidia-smi not found'), None
-    timeout_bin = module.get_bin_path('timeout') if timeout else None
 
     def call(argv):
-        if timeout_bin:
-            argv = [timeout_bin, '--kill-after=5', str(timeout)] + argv
-        rc, out, err = module.run_command(argv, errors='replace')
-        result = dict(rc=rc, stdout=out, stderr=err, cmd=argv)
-        if timeout_bin and rc in (TIMED_OUT_RC, 128 + 9):
+        wrapped = with_timeout(module, argv, timeout)
+        rc, out, err = module.run_command(wrapped, errors='replace')
+        result = dict(rc=rc, stdout=out, stderr=err, cmd=wrapped)
+        if wrapped is not argv and rc in (TIMED_OUT_RC, 128 + 9):
             module.fail_json(msg='nvidia-smi did not answer within %d s' % timeout, **result)
         return rc, out, err, result
 

@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 
-from conftest import ROOT, TORCH, run_playbook
+from conftest import ROOT, TORCH, _must_run as _run, run_playbook
 
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 from ansible_collections.gpufleet.inference.plugins.module_utils import torch_probe  # noqa: E402
@@ -83,12 +83,6 @@ PREPARE = textwrap.dedent("""\
             argv: ["{{ venv }}/bin/pip", install, -q, --no-index, --find-links, "{{ remote_wheels }}", "{{ torch }}"]
             creates: "{{ venv }}/bin/torchrun"
     """)
-
-
-def _run(argv, **kwargs):
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
-    assert proc.returncode == 0, "%s\n%s%s" % (argv, proc.stdout, proc.stderr)
-    return proc.stdout
 
 
 def _verify(inventory, target, venv, tmp_path, check=False):
