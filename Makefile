@@ -24,7 +24,7 @@ help:
 	@echo "make sandbox-up SANDBOX_HOSTS=3 / make sandbox-down"
 	@echo "make bootstrap     controller venv only (.venv)"
 
-bootstrap: $(VENV)/.bootstrap-stamp
+bootstrap: $(VENV)/.bootstrap-stamp $(VENV)/.collections-path-stamp
 
 # Re-runs in well under a second when the requirements did not change.
 $(VENV)/.bootstrap-stamp: requirements/controller.txt requirements/controller.lock
@@ -32,6 +32,13 @@ $(VENV)/.bootstrap-stamp: requirements/controller.txt requirements/controller.lo
 	@echo "bootstrap: installing pinned controller requirements into .venv"
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check \
 	    -r requirements/controller.txt -c requirements/controller.lock
+	@touch $@
+
+# The checkout's collection link (.collections, ansible.cfg's collections_path)
+# on the controller venv's import path, as an installed collection would be:
+# tools/fleet_verify.py and the tests import ansible_collections.gpufleet.inference.
+$(VENV)/.collections-path-stamp: $(VENV)/.bootstrap-stamp
+	@$(VENV)/bin/python -c 'import site, sys; open(site.getsitepackages()[0] + "/gpufleet-checkout.pth", "w").write(sys.argv[1] + "\n")' '$(CURDIR)/.collections'
 	@touch $@
 
 lock:

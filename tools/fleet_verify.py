@@ -26,9 +26,12 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-
-import gpufleet_report  # noqa: E402  pylint: disable=wrong-import-position
+# The collection is importable from the controller venv: `make bootstrap` puts
+# the checkout's .collections (ansible.cfg's collections_path) on its path.
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_report import (
+    REPORT_BASENAME,
+    summary_table,
+)
 
 # The task every host passes through last (playbooks/tasks/finish.yml); a host
 # is done when it reaches it or when its connection is lost. The hosts of the
@@ -121,7 +124,7 @@ def run(args, out=sys.stdout, err=sys.stderr):
         if not os.path.exists(inv):
             err.write("fleet_verify: inventory %s does not exist\n" % inv)
             return 2
-    report_json = os.path.join(os.path.abspath(args.report_dir), gpufleet_report.REPORT_BASENAME + ".json")
+    report_json = os.path.join(os.path.abspath(args.report_dir), REPORT_BASENAME + ".json")
     before = os.path.getmtime(report_json) if os.path.exists(report_json) else None
 
     cmdline = []
@@ -184,9 +187,9 @@ def run(args, out=sys.stdout, err=sys.stderr):
                               "hosts": {r["host"]: {"status": r["status"], "drift": r["drift"]} for r in report["hosts"]},
                               "runner": {"status": result.status, "rc": result.rc}}, sort_keys=True) + "\n")
     else:
-        out.write(gpufleet_report.summary_table(report) + "\n")
+        out.write(summary_table(report) + "\n")
         for kind in ("md", "html", "json"):
-            out.write("report: %s\n" % os.path.join(os.path.abspath(args.report_dir), "%s.%s" % (gpufleet_report.REPORT_BASENAME, kind)))
+            out.write("report: %s\n" % os.path.join(os.path.abspath(args.report_dir), "%s.%s" % (REPORT_BASENAME, kind)))
     # Hosts the report could not see (e.g. a runner-level failure) still count.
     unreachable = sorted((stats.get("dark") or {}).keys())
     healthy = report["healthy"] and not unreachable

@@ -1,17 +1,17 @@
 #!/usr/bin/env python
-"""Where every input is checked: the README's table of role variables and
-playbook variables, made from the roles' argument specs and the check files.
+"""Where every input is checked: the README's table of role variables
+(the fleet role's are the playbooks' gpufleet_* inputs), made from the roles'
+argument specs and their check files.
 
     .venv/bin/python tools/inputs_table.py           # print the table
     .venv/bin/python tools/inputs_table.py --write   # put it into README.md
     .venv/bin/python tools/inputs_table.py --check   # exit 1 when README.md is out of date
 
 A variable counts as checked by a file when its name appears in one of the
-files that run before any change: each role's tasks/preflight.yml and the
-playbooks' tasks/validate.yml, hosts.yml, preflight.yml and lock_acquire.yml.
-Its type (and choices) comes from the role's argument spec, or for a playbook
-variable from validate.yml's check_vars spec; both are checked in the
-preflight too. A variable found in none of them is listed as not checked.
+files that run before any change: each role's tasks/preflight.yml, and for
+the fleet role also tasks/validate.yml, hosts.yml and lock.yml. Its type (and
+choices) comes from the role's argument spec, which the preflight checks too.
+A variable found in none of them is listed as not checked.
 """
 
 from __future__ import annotations
@@ -27,51 +27,8 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 START, END = "<!-- inputs-table:start -->", "<!-- inputs-table:end -->"
-PLAYBOOK_CHECKS = ["playbooks/tasks/validate.yml", "playbooks/tasks/hosts.yml", "playbooks/tasks/preflight.yml",
-                   "playbooks/tasks/lock_acquire.yml"]
-
-# The playbooks' own inputs (deploy.yml, verify.yml, rollback.yml). Every
-# gpufleet_* name a playbook reads with a default is either here or in
-# RUN_STATE (facts a run sets for itself); tests/unit/test_inputs_table.py
-# holds the playbooks to that.
-PLAYBOOK_INPUTS = {
-    "gpufleet_hosts": "host pattern the plays run on",
-    "gpufleet_venv_link": "the stable venv path",
-    "gpufleet_expect": "expectations for torch_verify",
-    "gpufleet_rollback_expect": "expectations for the venv rolled back to",
-    "gpufleet_rollback_ignore_expect": "gpufleet_expect keys rollback.yml leaves out",
-    "gpufleet_verify_imports": "modules imported after torch",
-    "gpufleet_verify_smoke": "GEMM smoke test on every GPU",
-    "gpufleet_verify_kernels": "kernel checks of the extensions",
-    "gpufleet_kernel_tolerances": "tolerance per kernel check",
-    "gpufleet_verify_collectives": "all-reduce check across a host's GPUs",
-    "gpufleet_collectives_sizes_mib": "all-reduce message sizes",
-    "gpufleet_outlier_ratio": "share of the siblings' median that flags a GPU or host",
-    "gpufleet_outliers_fail": "outliers fail their hosts instead of drift",
-    "gpufleet_textfile_dir": "node_exporter textfile directory on the hosts",
-    "gpufleet_gpu_required": "fail a host without a GPU",
-    "gpufleet_keep_previous_venvs": "venvs kept for rollback",
-    "gpufleet_min_free_gib": "free space a deploy needs",
-    "gpufleet_cuda_toolkit_enabled": "run the cuda_toolkit stage",
-    "gpufleet_flashinfer_enabled": "run the flashinfer stage",
-    "gpufleet_sgl_kernel_enabled": "run the sgl_kernel stage",
-    "gpufleet_adopt_existing_venv": "adopt a hand-built venv at the stable path",
-    "gpufleet_full_run": "walk the whole chain (no fast path)",
-    "gpufleet_stack": "the stack fingerprint's inputs, overridden",
-    "gpufleet_report_dir": "where the fleet report goes",
-    "gpufleet_lock_dir": "where the venv locks are fetched to",
-    "gpufleet_serial": "hosts per batch (-e only)",
-    "gpufleet_max_fail_percentage": "stop after this share failed (-e only)",
-    "gpufleet_host_lock_path": "the host lock directory",
-    "gpufleet_host_lock_wait": "seconds to wait for a held lock",
-    "gpufleet_host_lock_stale_after": "seconds after which a lock is stale",
-    "gpufleet_host_lock_break": "break the host lock",
-}
-RUN_STATE = {
-    "gpufleet_adopt_to", "gpufleet_adopted", "gpufleet_host_lock_held", "gpufleet_host_lock_me",
-    "gpufleet_host_lock_run_id", "gpufleet_play_first_stage", "gpufleet_play_report_in_check_mode",
-    "gpufleet_preflight_gpu", "gpufleet_record_message", "gpufleet_stage", "gpufleet_torch", "gpufleet_venv_marked",
-}
+# Files that check a role's inputs before any change, beyond its preflight.
+EXTRA_CHECKS = {"fleet": ["roles/fleet/tasks/validate.yml", "roles/fleet/tasks/hosts.yml", "roles/fleet/tasks/lock.yml"]}
 
 
 def _read(path):
@@ -93,45 +50,54 @@ def _mentions(name, paths):
     return [p for p in paths if pattern.search(_read(p))]
 
 
+def _spec(role):
+    with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)["argument_specs"]
+
+
+def role_options(role):
+    """{option: spec} over all entry points of a role's argument spec."""
+    options = {}
+    for entry in _spec(role).values():
+        for name, spec in ((entry or {}).get("options") or {}).items():
+            options.setdefault(name, spec)
+    return options
+
+
 def role_rows():
     rows = []
     for spec_path in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml"))):
         role = spec_path.split(os.sep)[-3]
-        with open(spec_path, encoding="utf-8") as handle:
-            specs = yaml.safe_load(handle)["argument_specs"]
-        options = {}
-        for entry in specs.values():
-            for name, spec in (entry.get("options") or {}).items():
-                options.setdefault(name, spec)
-        checks = ["roles/%s/tasks/preflight.yml" % role]
+        options = role_options(role)
+        checks = ["roles/%s/tasks/preflight.yml" % role] + EXTRA_CHECKS.get(role, [])
+        # validate.yml type-checks every option of the fleet spec's entry point "validate"
+        typed = set(((_spec(role).get("validate") or {}).get("options") or {})) if role == "fleet" else set()
         for name in sorted(options):
             where = _mentions(name, checks)
+            if name in typed and "roles/fleet/tasks/validate.yml" not in where:
+                where = sorted(where + ["roles/fleet/tasks/validate.yml"])
             rows.append((name, role, _kind(options[name]), where))
-    return rows
+    # the playbooks' inputs (the fleet role's) first
+    return sorted(rows, key=lambda r: (r[1] != "fleet", r[1], r[0]))
 
 
-def playbook_rows():
-    text = _read("playbooks/tasks/validate.yml")
-    spec = yaml.safe_load(text)[0]["gpufleet.inference.check_vars"]["argument_spec"]
-    rows = []
-    for name in sorted(PLAYBOOK_INPUTS):
-        kind = _kind(spec[name]) if name in spec else "-"
-        rows.append((name, "playbooks", kind, _mentions(name, PLAYBOOK_CHECKS)))
-    return rows
+# Facts the modules return (ansible_facts.gpufleet_*), not inputs.
+FACTS = {"gpufleet_gpu", "gpufleet_torch"}
 
 
-def playbook_defaults():
-    """Every gpufleet_* name the playbooks read with a default."""
+def public_names_read():
+    """Every gpufleet_* name the playbooks and the roles read (private _fleet_* state aside)."""
     names = set()
-    for path in glob.glob(os.path.join(ROOT, "playbooks", "**", "*.yml"), recursive=True):
+    for path in glob.glob(os.path.join(ROOT, "playbooks", "*.yml")) + glob.glob(
+            os.path.join(ROOT, "roles", "*", "*", "*.yml")):
         with open(path, encoding="utf-8") as handle:
-            names.update(re.findall(r"\b(gpufleet_[a-z0-9_]+) \| default\(", handle.read()))
+            names.update(re.findall(r"(?<![A-Za-z0-9_])(gpufleet_[a-z0-9_]+)(?![A-Za-z0-9_(])", handle.read()))
     return names
 
 
 def table():
     lines = ["| variable | of | type (argument spec) | value checked before any change in |", "|---|---|---|---|"]
-    for name, owner, kind, where in playbook_rows() + role_rows():
+    for name, owner, kind, where in role_rows():
         checked = ", ".join("`%s`" % w for w in where) if where else (
             "argument spec only" if kind != "-" else "**not checked**")
         lines.append("| `%s` | %s | %s | %s |" % (name, owner, kind.replace("|", "\\|"), checked))

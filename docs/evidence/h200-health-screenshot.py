@@ -13,8 +13,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import gpufleet_report as rep  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, os.path.join(ROOT, ".collections"))
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep  # noqa: E402  pylint: disable=wrong-import-position
 
 EVIDENCE = os.path.join(ROOT, "docs", "evidence", "h200-health")
 for run in ("2", "3"):

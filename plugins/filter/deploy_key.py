@@ -10,25 +10,27 @@ __metaclass__ = type
 # Documentation: deploy_key.yml beside this file.
 
 import hashlib
-import json
 import os
-import re
+
+import yaml
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
 from ansible_collections.gpufleet.inference.plugins.filter.abi import _plain
+from ansible_collections.gpufleet.inference.plugins.filter.fingerprint import fingerprint
 
-# The variables a deploy takes from the inventory and the command line.
-INPUT_NAMES = re.compile(r"^(gpufleet|uv_venv|torch_nightly|flashinfer|sgl_kernel|cuda_toolkit|verify)_")
-# Run control and the facts a run sets for itself: not inputs of the stack.
-RUN_NAMES = re.compile(
-    r"^gpufleet_(result|stage|reach|lock\w*|preflight\w*|fast\w*|deploy_key\w*|stamp\w*|report_dir|serial"
-    r"|max_fail_percentage|hosts|full_run|play_\w+|host_lock\w*)$")
+# What a deploy builds from, as the argument specs declare it: every option of
+# the stage roles' specs, and the fleet role's options of its entry point
+# "preflight" (its other entry points' own options are run control: the host
+# pattern, the lock, the report). A variable no spec declares is no input.
+STAGE_ROLES = ("cuda_toolkit", "uv_venv", "torch_nightly", "flashinfer", "sgl_kernel", "verify", "activate")
+FLEET_INPUT_ENTRY_POINTS = ("preflight",)
 # The collection's code that decides what lands on a host.
 CODE_DIRS = ("roles", "playbooks", "plugins")
 
 _TREE_CACHE = {}
+_SPEC_CACHE = {}
 
 
 def code_digest(root):
@@ -55,17 +57,42 @@ def code_digest(root):
     return digest.hexdigest()
 
 
-def deploy_inputs(hostvars):
+def input_names(root):
+    """The deploy's input variables, from the roles' meta/argument_specs.yml."""
+    root = to_text(root)
+    paths = [os.path.join(root, "roles", role, "meta", "argument_specs.yml") for role in ("fleet",) + STAGE_ROLES]
+    stamp = tuple((p, os.stat(p).st_mtime_ns) for p in paths if os.path.exists(p))
+    cached = _SPEC_CACHE.get(root)
+    if cached and cached[0] == stamp:
+        return cached[1]
+    names = set()
+    for path in paths:
+        if not os.path.exists(path):
+            raise AnsibleFilterError("deploy_key: %s is missing (not the collection's root?)" % path)
+        with open(path, encoding="utf-8") as fh:
+            specs = (yaml.safe_load(fh) or {}).get("argument_specs") or {}
+        fleet = os.path.basename(os.path.dirname(os.path.dirname(path))) == "fleet"
+        for entry, spec in specs.items():
+            if fleet and entry not in FLEET_INPUT_ENTRY_POINTS:
+                continue
+            names.update((spec or {}).get("options") or {})
+    names = frozenset(names)
+    _SPEC_CACHE[root] = (stamp, names)
+    return names
+
+
+def deploy_inputs(hostvars, root):
     """The deploy's input variables among a host's variables, as plain data."""
     try:
         facts = set(hostvars.get("ansible_facts", {}) or {})
         names = list(hostvars.keys())
     except AttributeError:
         raise AnsibleFilterError("deploy_inputs: expected a host's variables (hostvars[inventory_hostname])")
+    declared = input_names(root)
     inputs = {}
     for name in sorted(names):
         name = to_text(name)
-        if not INPUT_NAMES.match(name) or RUN_NAMES.match(name) or name in facts:
+        if name not in declared or name in facts:
             continue
         try:
             inputs[name] = _plain(hostvars[name])
@@ -77,9 +104,8 @@ def deploy_inputs(hostvars):
 
 def deploy_key(hostvars, root, length=24):
     """sha256 of the collection code and the host's deploy inputs."""
-    data = {"code": code_digest(root), "inputs": deploy_inputs(hostvars)}
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:int(length)]
+    data = {"code": code_digest(root), "inputs": deploy_inputs(hostvars, root)}
+    return fingerprint(data, length)
 
 
 class FilterModule(object):

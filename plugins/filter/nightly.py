@@ -15,6 +15,8 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.inference.plugins.module_utils.freeze import canonical_name, parse_freeze
+
 # PEP 440 public version (the subset wheels use) with an optional local tag.
 _VERSION_RE = re.compile(
     r"^(?P<base>\d+(?:\.\d+)*)"
@@ -25,7 +27,6 @@ _VERSION_RE = re.compile(
     re.IGNORECASE,
 )
 _DATE_RE = re.compile(r"^\d{8}$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # " + name==version" / " - name==version" lines of `uv pip install --dry-run`.
 _PLAN_RE = re.compile(r"^\s*([+-])\s+([A-Za-z0-9._-]+)==(\S+)\s*$")
 # uv's resolver explanation: "... NAME[spec] depends on torch==X ...".
@@ -33,11 +34,6 @@ _CONFLICT_RE = re.compile(
     r"(?<![\w.+-])(?P<pkg>[A-Za-z0-9][A-Za-z0-9._-]*?)(?P<spec>(?:[<>=!~]=?)[^\s,]*)?"
     r" depends? on (?P<dep>[A-Za-z0-9][A-Za-z0-9._-]*?)(?P<want>(?:[<>=!~]=?)[^\s,]*)?(?=[\s,.]|$)"
 )
-
-
-def canonical_name(name):
-    """PEP 503 normalised distribution name."""
-    return re.sub(r"[-_.]+", "-", str(name)).lower()
 
 
 def nightly_date_valid(value):
@@ -123,16 +119,10 @@ def nightly_pin_errors(pins, cuda_variant=None):
 
 
 def uv_freeze_parse(text):
-    """`uv pip freeze` output -> {canonical name: version} (editables/URLs skipped)."""
-    result = {}
-    for line in str(text or "").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "==" not in line:
-            continue
-        name, version = line.split("==", 1)
-        if _NAME_RE.match(name.strip()):
-            result[canonical_name(name.strip())] = version.strip()
-    return result
+    """`uv pip freeze` output -> {canonical name: version}: module_utils freeze's
+    parse_freeze (name==version and name===version; editables, direct references
+    name @ url, options and comments skipped)."""
+    return parse_freeze(text)
 
 
 def uv_dry_run_changes(text):

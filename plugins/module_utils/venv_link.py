@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The stable venv path, the venv it points at and its activation history.
 
-Shared by gpufleet.inference.venv_link and torch_verify (link=...), so that a
+Shared by gpufleet.inference.venv_link_info and torch_verify (link=...), so that a
 fleet verification reads the link and verifies the venv in one module run.
 """
 

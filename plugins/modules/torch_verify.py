@@ -55,7 +55,7 @@ options:
   link:
     description:
       - The stable venv path (for example C(~/ml-env)), absolute or under C(~/). The module reads it
-        as P(gpufleet.inference.venv_link#module) does and verifies C(<venv>/bin/python), where
+        as P(gpufleet.inference.venv_link_info#module) does and verifies C(<venv>/bin/python), where
         C(<venv>) is O(venv), or the venv the link points at when O(venv) is empty. The link, the
         active venv and the activation history are returned in RV(link), so that a fleet
         verification reads them and verifies the venv in one module run.
@@ -72,7 +72,7 @@ options:
   adopt:
     description:
       - With O(link), accept a hand-built venv directory (with C(pyvenv.cfg) and C(bin/python)) at the
-        stable path as the active venv, as P(gpufleet.inference.venv_link#module)'s O(adopt) does.
+        stable path as the active venv, as P(gpufleet.inference.venv_link_info#module)'s O(adopt) does.
     type: bool
     default: false
   imports:
@@ -361,7 +361,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 link:
-  description: With O(link), what P(gpufleet.inference.venv_link#module) returns.
+  description: With O(link), what P(gpufleet.inference.venv_link_info#module) returns.
   returned: when O(link) is given and is a usable path
   type: dict
   contains:

@@ -52,7 +52,7 @@ attributes:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 seealso:
-  - module: gpufleet.inference.venv_link
+  - module: gpufleet.inference.venv_link_info
 '''
 
 EXAMPLES = r'''

@@ -9,14 +9,12 @@ import html.parser
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
 
-import gpufleet_report as rep  # noqa: E402  pylint: disable=wrong-import-position
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 NOW = datetime.datetime(2026, 3, 8, 12, 0, 0, tzinfo=datetime.timezone.utc)
 LOGS = os.path.join(ROOT, ".cache", "test-logs")

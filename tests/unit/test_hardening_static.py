@@ -39,7 +39,7 @@ TASK_KEYWORDS = {
 BLOCK_KEYS = ("block", "rescue", "always")
 INCLUDE_MODULES = {"include_role", "import_role", "include_tasks", "import_tasks", "import_playbook"}
 # Actions that run on the controller only: become on them changes nothing.
-CONTROLLER_ONLY = {"assert", "debug", "set_fact", "meta", "fail", "include_vars"}
+CONTROLLER_ONLY = {"assert", "debug", "set_fact", "meta", "fail", "include_vars", "fleet_report"}
 
 
 # ---------------------------------------------------------------- loading
@@ -352,14 +352,14 @@ ROOT_COMMANDS = {
 }
 # The collection's own scripts that may run as root (ansible.builtin.script),
 # with what they are for; their --path arguments must lie in ROOT_LOCATIONS.
-ROOT_SCRIPTS = {
-    "/tools/gpufleet_hostlock.py": "take and release the per-host run lock",
-}
+# None: the host lock is a module (host_lock, its path in PATH_KEYS).
+ROOT_SCRIPTS = {}
 # Modules whose whole purpose needs root.
 ROOT_MODULES = {"apt": "system packages", "package": "system packages"}
 # Modules that act on paths as root; the keys that name the paths.
 PATH_KEYS = {"copy": ("dest",), "template": ("dest",), "file": ("path", "dest"), "find": ("paths",),
-             "stat": ("path",), "command": ("creates", "removes", "chdir"), "script": ("creates", "removes", "chdir")}
+             "stat": ("path",), "command": ("creates", "removes", "chdir"), "script": ("creates", "removes", "chdir"),
+             "host_lock": ("path",)}
 # Facts built in several steps from a find's results: the register of that find.
 FACT_ORIGINS = {"cuda_toolkit__stale_files": "cuda_toolkit__ld_confs"}
 

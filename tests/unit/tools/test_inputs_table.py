@@ -14,13 +14,12 @@ def test_readme_table_is_current():
     assert inputs_table.main(["--check"]) == 0, "run tools/inputs_table.py --write"
 
 
-def test_every_playbook_default_is_an_input_or_run_state():
-    names = inputs_table.playbook_defaults()
-    unknown = names - set(inputs_table.PLAYBOOK_INPUTS) - inputs_table.RUN_STATE
-    assert not unknown, "declare these in tools/inputs_table.py (PLAYBOOK_INPUTS or RUN_STATE): %s" % sorted(unknown)
-    # and nothing declared that the playbooks no longer read
-    stale = (set(inputs_table.PLAYBOOK_INPUTS) | inputs_table.RUN_STATE) - names
-    assert not stale, stale
+def test_every_gpufleet_name_read_is_a_declared_input_of_the_fleet_role():
+    names = inputs_table.public_names_read() - inputs_table.FACTS
+    declared = set(inputs_table.role_options("fleet"))
+    assert sorted(names - declared) == [], "declare these in roles/fleet/meta/argument_specs.yml and defaults"
+    # and nothing declared that nothing reads
+    assert sorted(declared - names) == []
 
 
 def test_every_role_option_and_playbook_input_has_a_row():
@@ -28,8 +27,8 @@ def test_every_role_option_and_playbook_input_has_a_row():
     listed = {re.match(r"^\| `([a-z0-9_]+)` \|", r).group(1) for r in rows}
     options = {name for name, _owner, _kind, _where in inputs_table.role_rows()}
     assert options and options <= listed
-    assert set(inputs_table.PLAYBOOK_INPUTS) <= listed
-    # the playbook inputs are all checked somewhere before any change
+    assert set(inputs_table.role_options("fleet")) <= listed
+    # the inputs are all checked somewhere before any change
     assert not [r for r in rows if "**not checked**" in r]
 
 

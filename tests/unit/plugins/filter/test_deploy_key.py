@@ -34,7 +34,8 @@ def test_same_inputs_same_key():
     ("flashinfer_version", "0.6.0.dev20260310"),
     ("gpufleet_expect", {"device_count": 4}),
     ("sgl_kernel_patch_rules", []),
-    ("sgl_kernel_cuda_arch_list", "12.0a"),
+    ("sgl_kernel_arch_list", "12.0a"),
+    ("gpufleet_wheelhouse", "/srv/wheels"),
 ])
 def test_any_input_change_changes_the_key(name, value):
     changed = dict(BASE, **{name: value})
@@ -47,6 +48,10 @@ def test_any_input_change_changes_the_key(name, value):
     ("gpufleet_result", {"status": "running"}),
     ("gpufleet_stage", "connect"),
     ("gpufleet_full_run", True),
+    ("gpufleet_host_lock_wait", 60),
+    ("gpufleet_outlier_ratio", 0.5),
+    ("_fleet_deploy_key", "abc"),
+    ("gpufleet_not_declared_anywhere", 1),
     ("gpufleet_gpu", {"present": True}),   # a module's fact, injected as a variable
     ("ansible_port", 2222),                # connection variables are not deploy inputs
     ("other_tool_setting", 1),
@@ -55,10 +60,20 @@ def test_run_control_and_facts_do_not_count(name, value):
     assert key(dict(BASE, **{name: value})) == key(dict(BASE))
 
 
-def test_code_change_changes_the_key(tmp_path):
+def _fake_root(tmp_path):
     for sub in dk.CODE_DIRS:
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "main.yml").write_text("- one\n")
+    for role in ("fleet",) + dk.STAGE_ROLES:
+        meta = tmp_path / "roles" / role / "meta"
+        meta.mkdir(parents=True)
+        (meta / "argument_specs.yml").write_text(
+            "argument_specs:\n  preflight:\n    options:\n      %s_x: {type: str}\n"
+            "  lock:\n    options:\n      %s_y: {type: str}\n" % (role, role))
+
+
+def test_code_change_changes_the_key(tmp_path):
+    _fake_root(tmp_path)
     before = key(dict(BASE), str(tmp_path))
     (tmp_path / "roles" / "main.yml").write_text("- two\n")
     assert key(dict(BASE), str(tmp_path)) != before
@@ -76,3 +91,19 @@ def test_untemplatable_value_is_an_input_not_an_error():
 def test_refuses_a_root_without_code(tmp_path):
     with pytest.raises(AnsibleFilterError, match="not the collection's root"):
         key(dict(BASE), str(tmp_path))
+
+
+def test_inputs_come_from_the_argument_specs(tmp_path):
+    _fake_root(tmp_path)
+    base = key({"fleet_x": 1, "fleet_y": 1, "uv_venv_y": 1}, str(tmp_path))
+    # fleet's "preflight" options and every option of a stage role count ...
+    assert key({"fleet_x": 2, "fleet_y": 1, "uv_venv_y": 1}, str(tmp_path)) != base
+    assert key({"fleet_x": 1, "fleet_y": 1, "uv_venv_y": 2}, str(tmp_path)) != base
+    # ... fleet's other entry points are run control
+    assert key({"fleet_x": 1, "fleet_y": 2, "uv_venv_y": 1}, str(tmp_path)) == base
+
+
+def test_every_fleet_preflight_option_is_an_input():
+    names = dk.input_names(ROOT)
+    assert {"gpufleet_expect", "gpufleet_venv_link", "gpufleet_wheelhouse", "torch_nightly_date"} <= names
+    assert not names & {"gpufleet_hosts", "gpufleet_serial", "gpufleet_report_dir", "gpufleet_host_lock_wait"}

@@ -143,6 +143,14 @@ def test_freeze_parse_normalises_names_and_skips_other_lines():
     assert uv_freeze_parse(text) == {"typing-extensions": "4.16.0", "torch": "2.13.0+cpu"}
 
 
+def test_freeze_parse_reads_arbitrary_equality_and_cuts_comments():
+    # before module_utils freeze, "x===1.0" gave the version "=1.0" and a trailing comment stayed in the version
+    text = "legacy===1.0\nfilelock==3.20.0  # via torch\nuvicorn[standard]==0.35.0\n"
+    assert uv_freeze_parse(text) == {"legacy": "1.0", "filelock": "3.20.0", "uvicorn": "0.35.0"}
+    # and the lock written from it stays name==version
+    assert uv_lock_apply(text, {"install": {}, "remove": {}}) == "filelock==3.20.0\nlegacy==1.0\nuvicorn==0.35.0\n"
+
+
 def test_dry_run_changes_upgrade():
     changes = uv_dry_run_changes(DRY_RUN_UPGRADE)
     assert changes["pending"] is True

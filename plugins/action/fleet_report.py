@@ -1,0 +1,111 @@
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin gpufleet.inference.fleet_report: the fleet report of one run, on the controller.
+
+Reads every play host's result and stage from hostvars, compares them with the
+previous report and the deploy-time locks (plugin_utils fleet_report), writes
+the JSON, Markdown, HTML and Prometheus files, and returns what changed. It
+never touches a host: no connection, no module, no file transfer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ansible.errors import AnsibleActionFail, AnsibleUndefinedVariable
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report
+
+ARGUMENT_SPEC = {
+    "out_dir": {"type": "path", "required": True},
+    "lock_dir": {"type": "path"},
+    "mode": {"type": "str", "required": True, "choices": ["deploy", "verify", "rollback"]},
+    "hosts": {"type": "list", "elements": "str"},
+    "result_var": {"type": "str", "default": "gpufleet_result"},
+    "stage_var": {"type": "str", "default": "gpufleet_stage"},
+    "outlier_ratio": {"type": "float", "default": fleet_report.DEFAULT_OUTLIER_RATIO},
+    "outliers_fail": {"type": "bool", "default": False},
+    "inventory": {"type": "str"},
+    "in_check_mode": {"type": "bool", "default": False},
+}
+
+
+def _plain(value):
+    """Templated host data as plain JSON types (what the report stores and compares)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def host_record(hostvars, host, result_var, stage_var):
+    """(result, stage) of one host. A host with no record yet (a later serial
+    batch, a host the play never reached) gives (None, '')."""
+    if host not in hostvars:
+        return None, ""
+    hv = hostvars[host]  # computes the host's variables: once per host
+
+    def read(name):
+        try:
+            return hv.get(name)
+        except AnsibleUndefinedVariable:  # defined by a template that cannot be rendered yet
+            return None
+
+    result = read(result_var)
+    if result is not None and not isinstance(result, dict):
+        raise AnsibleActionFail("fleet_report: %s of %s must be a dict or undefined (got %s)"
+                                % (result_var, host, type(result).__name__))
+    return (_plain(result) if result is not None else None), str(read(stage_var) or "")
+
+
+class ActionModule(ActionBase):
+    """Build and write the fleet report; changed when what the fleet is changed."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        ratio = args["outlier_ratio"]
+        if not 0 < ratio <= 1:
+            raise AnsibleActionFail("fleet_report: outlier_ratio must be a number above 0 and at most 1 (got %r)" % ratio)
+        if self._task.check_mode and not args["in_check_mode"]:
+            result.update(skipped=True, changed=False,
+                          msg="check mode: the fleet report is written under --check only with in_check_mode: true")
+            return result
+        batch = task_vars.get("ansible_play_batch") or []
+        if len(batch) > 1 and not self._task.run_once:
+            raise AnsibleActionFail("fleet_report: one report for the whole play: run the task with run_once: true "
+                                    "(it would be written once per host of %s)" % ", ".join(batch))
+
+        hosts = args["hosts"] if args["hosts"] is not None else list(task_vars.get("ansible_play_hosts_all") or [])
+        hostvars = task_vars.get("hostvars") or {}
+        results, stages = [], []
+        for host in hosts:
+            entry, stage = host_record(hostvars, host, args["result_var"], args["stage_var"])
+            results.append(entry)
+            stages.append(stage)
+        inventory = args["inventory"]
+        if inventory is None:
+            inventory = ",".join(str(s) for s in task_vars.get("ansible_inventory_sources") or [])
+        run = {
+            "mode": args["mode"],
+            "playbook": args["mode"] + ".yml",
+            "inventory": inventory,
+            "hosts": [str(h) for h in hosts],
+            "results": results,
+            "stages": stages,
+            "outlier_ratio": ratio,
+            "outliers_fail": args["outliers_fail"],
+        }
+        out_dir = os.path.abspath(args["out_dir"])
+        try:
+            result.update(fleet_report.publish(run, out_dir, args["lock_dir"]))
+        except OSError as exc:
+            raise AnsibleActionFail("fleet_report: cannot write the report under %s: %s" % (out_dir, exc)) from exc
+        return result

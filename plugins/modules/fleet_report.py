@@ -1,0 +1,167 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+# The work is done by the action plugin of the same name (plugins/action/fleet_report.py),
+# on the controller; this file holds its documentation.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: fleet_report
+short_description: Write the fleet report of a deploy, verify or rollback run
+version_added: 0.3.0
+description:
+  - Reads each play host's result (O(result_var)) and stage (O(stage_var)) from C(hostvars) and writes the fleet
+    report on the controller under O(out_dir) - C(fleet-report.json) (the next run's baseline, a copy kept under
+    C(history/)), C(fleet-report.md), C(fleet-report.html), C(fleet-report.prom), and one C(textfile/<host>.prom)
+    per host for node_exporter's textfile collector.
+  - Each host's row is compared with the previous report in O(out_dir) and with the lock the deploy fetched under
+    O(lock_dir)C(/<host>/); GPUs and all-reduce figures below O(outlier_ratio) of their siblings' median are flagged.
+  - A host without a result (one of a later serial batch, one the play never reached) is reported as not run;
+    a result still C(running) is reported as unreachable.
+  - Runs on the controller only and never connects to a host; run it once per play (C(run_once=true)).
+  - V(changed) is true only when what the fleet is (statuses, versions, drift) differs from the previous report,
+    so that a run that changed nothing stays C(changed=0).
+author:
+  - gpufleet.inference maintainers (@gpufleet)
+options:
+  out_dir:
+    description:
+      - The controller directory the report goes to; created when missing.
+    type: path
+    required: true
+  lock_dir:
+    description:
+      - The controller directory of the locks the deploy fetched, one sub-directory per host.
+      - Defaults to O(out_dir)C(/locks).
+    type: path
+  mode:
+    description:
+      - The playbook the report is of; recorded in the report, and in V(verify) a version that moved since the
+        previous run (where no lock is known) is drift.
+    type: str
+    required: true
+    choices: [deploy, verify, rollback]
+  hosts:
+    description:
+      - The hosts of the report, in order.
+      - Defaults to C(ansible_play_hosts_all), every host of the play, those of later serial batches included.
+    type: list
+    elements: str
+  result_var:
+    description:
+      - The host variable that holds a host's result (a dict with at least C(status)).
+    type: str
+    default: gpufleet_result
+  stage_var:
+    description:
+      - The host variable that names the stage a host was in; used where its result is still C(running).
+    type: str
+    default: gpufleet_stage
+  outlier_ratio:
+    description:
+      - A GPU's throughput or a host's all-reduce bandwidth below this share of its siblings' median is an outlier
+        (drift). Above 0, at most 1.
+    type: float
+    default: 0.9
+  outliers_fail:
+    description:
+      - Outliers fail their hosts instead of being drift.
+    type: bool
+    default: false
+  inventory:
+    description:
+      - The inventory recorded in the report.
+      - Defaults to C(ansible_inventory_sources), joined with commas.
+    type: str
+  in_check_mode:
+    description:
+      - Write the report in check mode too. The report is the controller's record of the run, not a change on a host,
+        so a read-only run (verify) may want it under C(--check).
+      - When false, the task is skipped in check mode and nothing is written.
+    type: bool
+    default: false
+attributes:
+  action:
+    description: Implemented by an action plugin that runs on the controller.
+    support: full
+  check_mode:
+    description: Skipped in check mode unless O(in_check_mode=true); then the report is written as in a normal run.
+    support: full
+  diff_mode:
+    description: Reports no differences.
+    support: none
+notes:
+  - The task must not set C(check_mode=false) itself, since the plugin tells a check run by the task's check mode.
+seealso:
+  - module: gpufleet.inference.torch_verify
+'''
+
+EXAMPLES = r'''
+- name: Write the fleet report
+  gpufleet.inference.fleet_report:
+    out_dir: "{{ playbook_dir | dirname }}/reports"
+    mode: verify
+    result_var: gpufleet_result
+    outlier_ratio: "{{ gpufleet_outlier_ratio | default(0.9) }}"
+    in_check_mode: true
+  run_once: true
+  register: report
+
+- name: Say where the report is
+  ansible.builtin.debug:
+    msg: "{{ report.summary }}: {{ report.paths.html }}"
+  run_once: true
+  when: report is not skipped
+'''
+
+RETURN = r'''
+changed:
+  description: Whether what the fleet is (statuses, versions, drift) differs from the previous report.
+  returned: always
+  type: bool
+healthy:
+  description: No host failed, drifted (other than outliers only), was unreachable or was not run.
+  returned: success
+  type: bool
+counts:
+  description: Hosts per status.
+  returned: success
+  type: dict
+  sample: {"ok": 2, "failed": 1}
+summary:
+  description: The counts in one line, worst first.
+  returned: success
+  type: str
+  sample: "3 hosts: 1 failed, 2 ok"
+failing:
+  description: The hosts that failed, drifted or were unreachable, without those whose only drift is outliers.
+  returned: success
+  type: list
+  elements: str
+outliers_only:
+  description: The hosts whose only drift is being outliers among their siblings (reported, not failed).
+  returned: success
+  type: list
+  elements: str
+status:
+  description: Each host's status (V(ok), V(drift), V(failed), V(unreachable), V(not_run)).
+  returned: success
+  type: dict
+  sample: {"gpu01": "ok", "gpu02": "failed"}
+paths:
+  description: The files written - C(json), C(md), C(html), C(prom) and C(textfile_dir), the directory of the per-host files.
+  returned: success
+  type: dict
+  sample:
+    json: /srv/gpufleet/reports/fleet-report.json
+    md: /srv/gpufleet/reports/fleet-report.md
+    html: /srv/gpufleet/reports/fleet-report.html
+    prom: /srv/gpufleet/reports/fleet-report.prom
+    textfile_dir: /srv/gpufleet/reports/textfile
+'''

@@ -1,0 +1,784 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fleet report: one row per host from what deploy/verify/rollback registered.
+
+The action plugin gpufleet.inference.fleet_report hands this module the
+per-host results of one run; it compares them with the previous run's report
+and with the locks that the uv_venv role fetched under
+``<report dir>/locks/<host>/``, and writes ``fleet-report.json`` (everything,
+the next run's baseline), ``fleet-report.md`` and ``fleet-report.html`` (one
+row per host, failing hosts first), ``fleet-report.prom`` and one
+``textfile/<host>.prom`` per host (report_textfile). Pure Python + jinja2, on
+the controller; tools/fleet_verify.py prints summary_table from the JSON.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import re
+import tempfile
+
+from ansible_collections.gpufleet.inference.plugins.module_utils.freeze import canonical_name, parse_freeze
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
+
+REPORT_BASENAME = "fleet-report"
+SCHEMA_VERSION = 1
+
+# Worst first: the order of the rows in every rendering.
+STATUS_ORDER = {"failed": 0, "unreachable": 1, "drift": 2, "not_run": 3, "unverified": 4, "ok": 5}
+BAD_STATUSES = ("failed", "unreachable", "drift")
+# A GPU (or a host's all-reduce) below this share of its siblings' median is flagged (gpufleet_outlier_ratio).
+DEFAULT_OUTLIER_RATIO = 0.9
+# Clock event reasons that mean hardware or heat holds the GPU back (module_utils gpu.SLOWDOWN_REASONS).
+SLOWDOWN_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+
+# The versions compared with the previous run (report column -> row key).
+TRACKED = (
+    ("driver", "driver_version"),
+    ("cuda", "cuda_version"),
+    ("torch", "torch_version"),
+    ("flashinfer", "flashinfer_version"),
+    ("sgl-kernel key", "sgl_kernel_abi_key"),
+    ("gpus", "gpu_summary"),
+    ("active venv", "active_venv"),
+)
+
+# Kernel checks whose TFLOP/s go next to the smoke bf16/fp16 figures (check -> label).
+KERNEL_TFLOPS = {"torch.fp8_scaled_mm": "fp8", "torch.nvfp4_scaled_mm": "fp4"}
+# The order of the TFLOP/s labels of one device: smoke dtypes (sorted) first, then these.
+_TFLOPS_LAST = ("fp8", "fp4")
+
+_EXPECT_ITEM = re.compile(r"(?P<name>[A-Za-z0-9_.\[\]-]+): expected (?P<expected>.*?), found (?P<found>[^;\n]*?)\s*(?=;|\n|$)")
+
+
+def normalise_packages(packages):
+    if not packages:
+        return {}
+    return {canonical_name(k): str(v) for k, v in packages.items()}
+
+
+def diff_versions(old, new):
+    """Sorted list of {name, old, new}; old/new None for added/removed packages."""
+    old = old or {}
+    new = new or {}
+    out = []
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        if a != b:
+            out.append({"name": name, "old": a, "new": b})
+    return out
+
+
+def parse_expectation_failures(message):
+    """torch_verify lists each mismatch as ``name: expected X, found Y``."""
+    out = []
+    for m in _EXPECT_ITEM.finditer(message or ""):
+        out.append(m.groupdict())
+    return out
+
+
+def _first(mapping, *paths):
+    """First non-empty value among dotted paths in nested dicts."""
+    for path in paths:
+        cur = mapping
+        for part in path.split("."):
+            if isinstance(cur, dict) and part in cur:
+                cur = cur[part]
+            else:
+                cur = None
+                break
+        if cur not in (None, "", [], {}):
+            return cur
+    return None
+
+
+def find_lock(lock_dir, host, venv=None):
+    """The lock the deploy recorded for this host: {packages, path} or None.
+
+    The deploy (uv_venv's lock tasks) fetches ``<lock_dir>/<host>/<venv>.lock.txt``; when
+    several are there, the one named after the active venv wins, then the newest.
+    """
+    d = os.path.join(lock_dir, host)
+    if not os.path.isdir(d):
+        return None
+    files = []
+    for root, _dirs, names in os.walk(d):
+        for n in names:
+            if n.endswith((".txt", ".lock")):
+                files.append(os.path.join(root, n))
+    if not files:
+        return None
+    chosen = None
+    if venv:
+        base = os.path.basename(str(venv).rstrip("/"))
+        named = [f for f in files if base and base in os.path.basename(f)]
+        if named:
+            chosen = max(named, key=os.path.getmtime)
+    if chosen is None:
+        chosen = max(files, key=os.path.getmtime)
+    with open(chosen, encoding="utf-8", errors="replace") as fh:
+        return {"path": os.path.relpath(chosen, os.path.dirname(lock_dir.rstrip("/")) or "."), "packages": parse_freeze(fh.read())}
+
+
+def _gpu_rows(gpu, torch):
+    gpus = []
+    for g in (gpu or {}).get("gpus") or []:
+        gpus.append({"index": g.get("index"), "name": g.get("name"), "compute_capability": g.get("compute_capability"),
+                     "memory_total_mib": g.get("memory_total_mib"), "health": g.get("health")})
+    if not gpus:
+        for i, d in enumerate(_first(torch or {}, "devices") or []):
+            gpus.append({"index": d.get("index", i), "name": d.get("name"), "compute_capability": d.get("compute_capability"),
+                         "memory_total_mib": d.get("memory_total_mib"), "health": None})
+    by_device = dict((entry["device"], entry) for entry in _smoke(torch))
+    for g in gpus:
+        g["tflops"] = dict((k, v) for k, v in by_device.get(g["index"], {}).items() if k != "device")
+        g["marks"] = health_marks(g.get("health"))
+        g["ratio"] = None
+        g["outliers"] = []
+    return gpus
+
+
+def health_marks(health):
+    """What a person should look at in one GPU's health, as short marks (empty when nothing)."""
+    if not isinstance(health, dict):
+        return []
+    marks = []
+    gen, gen_max = health.get("pcie_gen_current"), health.get("pcie_gen_max")
+    width, width_max = health.get("pcie_width_current"), health.get("pcie_width_max")
+    # a GPU may lower its link generation at idle: only a link read under load
+    # (torch_verify reads it again right after the smoke test) is judged by it
+    if _number(gen) and _number(gen_max) and gen < gen_max and health.get("pcie_read_under_load"):
+        marks.append("PCIe Gen%s of Gen%s" % (gen, gen_max))
+    if _number(width) and _number(width_max) and width < width_max:
+        marks.append("PCIe x%s of x%s" % (width, width_max))
+    if _number(health.get("ecc_uncorrected_volatile")) and health["ecc_uncorrected_volatile"] > 0:
+        marks.append("%s uncorrected ECC errors" % health["ecc_uncorrected_volatile"])
+    for key, text in (("retired_pages_pending", "retired pages pending"), ("remapped_rows_pending", "row remap pending"),
+                      ("remapped_rows_failure", "row remap failed")):
+        if health.get(key):
+            marks.append(text)
+    slow = [r for r in health.get("clocks_event_reasons") or [] if r in SLOWDOWN_REASONS]
+    if slow:
+        marks.append("clocks held back: " + ", ".join(slow))
+    if health.get("persistence_mode") is False:
+        marks.append("persistence mode off")
+    return marks
+
+
+def _link_text(health):
+    """The link a GPU's siblings are compared by: its width, and its generation where it was read under load."""
+    width, gen = health.get("pcie_width_current"), health.get("pcie_gen_current")
+    if width is None:
+        return None
+    return ("Gen%s x%s" % (gen, width)) if gen is not None and health.get("pcie_read_under_load") else "x%s" % width
+
+
+def flag_gpu_outliers(rows, ratio):
+    """Per GPU model, each GPU's throughput (smoke dtypes, FP8/FP4 GEMM checks) against
+    the fleet median of that model, and its PCIe link and maximum SM clock against
+    what most of its siblings have. A GPU below ratio x the median, or unlike most
+    of its siblings, is an outlier: drift for its host, not a failed verification."""
+    models = {}
+    for r in rows:
+        # a failed host's figures do not set the medians the others are judged by
+        if r["status"] in ("unreachable", "not_run", "failed"):
+            continue
+        for g in r["gpus"]:
+            models.setdefault(g.get("name") or "?", []).append((r, g))
+    for name, members in models.items():
+        metrics = sorted(set(k for dummy, g in members for k in g["tflops"]))
+        for metric in metrics:
+            values = [g["tflops"][metric] for dummy, g in members if _number(g["tflops"].get(metric))]
+            if len(values) < 2:
+                continue
+            median = _median(values)
+            if median <= 0:
+                continue
+            for r, g in members:
+                value = g["tflops"].get(metric)
+                if not _number(value):
+                    continue
+                share = value / median
+                g["ratio"] = round(share if g["ratio"] is None else min(g["ratio"], share), 3)
+                if share < ratio:
+                    g["outliers"].append({"what": "%s TFLOP/s" % metric, "value": value, "median": round(median, 3),
+                                          "ratio": round(share, 3), "siblings": len(values)})
+                    r["drift"].append("GPU %s: %s TFLOP/s %s is %.2f of the median %.4g of %d %s GPUs"
+                                      % (g["index"], metric, value, share, median, len(values), name))
+                    r["outlier_drift"] = r.get("outlier_drift", 0) + 1
+        if len(members) < 3:
+            continue
+        for what, key in (("PCIe link", _link_text),
+                          ("max SM clock", lambda h: "%s MHz" % h["clocks_max_sm_mhz"] if h.get("clocks_max_sm_mhz") else None)):
+            seen = [(r, g, key(g["health"])) for r, g in members if isinstance(g.get("health"), dict)]
+            seen = [(r, g, v) for r, g, v in seen if v is not None]
+            counts = {}
+            for dummy, dummy2, v in seen:
+                counts[v] = counts.get(v, 0) + 1
+            if not counts:
+                continue
+            typical, count = max(counts.items(), key=lambda item: (item[1], item[0]))
+            if count * 2 <= len(seen):
+                continue  # no majority: nothing to compare with
+            for r, g, v in seen:
+                if v != typical:
+                    g["outliers"].append({"what": what, "value": v, "typical": typical, "siblings": len(seen)})
+                    r["drift"].append("GPU %s: %s %s where %d of %d %s GPUs have %s"
+                                      % (g["index"], what, v, count, len(seen), name, typical))
+                    r["outlier_drift"] = r.get("outlier_drift", 0) + 1
+    for r in rows:
+        if r["status"] == "ok" and any(g["outliers"] for g in r["gpus"]):
+            r["status"] = "drift"
+
+
+def _gpu_summary(gpus):
+    if not gpus:
+        return "none"
+    counts = {}
+    for g in gpus:
+        counts[g.get("name") or "?"] = counts.get(g.get("name") or "?", 0) + 1
+    return ", ".join("%dx %s" % (c, n) for n, c in sorted(counts.items()))
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kernel_entries(torch):
+    entries = (torch or {}).get("kernels")
+    if not isinstance(entries, list):
+        return []
+    return [k for k in entries if isinstance(k, dict)]
+
+
+def _smoke(torch):
+    """Per-device TFLOP/s: [{device, <dtype>: tflops, ..., fp8, fp4}].
+
+    torch_verify lists one smoke entry per device and dtype
+    ({device, dtype, tflops, nonfinite, relative_error, ...}); the FP8 and
+    NVFP4 GEMM kernel checks (KERNEL_TFLOPS) add "fp8"/"fp4" for the devices
+    where they passed.
+    """
+    by_device = {}
+    for item in (torch or {}).get("smoke") or []:
+        if not isinstance(item, dict):
+            continue
+        dev = item.get("device", 0)
+        entry = by_device.setdefault(dev, {"device": dev})
+        if _number(item.get("tflops")):
+            entry[str(item.get("dtype") or "tflops")] = item["tflops"]
+    for item in _kernel_entries(torch):
+        label = KERNEL_TFLOPS.get(item.get("check"))
+        if label is None or item.get("status") != "ok" or not _number(item.get("tflops")):
+            continue
+        dev = item.get("device", 0)
+        entry = by_device.setdefault(dev, {"device": dev})
+        entry.setdefault(label, item["tflops"])
+    return [by_device[k] for k in sorted(by_device, key=str)]
+
+
+def _kernel_device(dev):
+    return "cpu" if dev == "cpu" else "gpu%s" % dev
+
+
+def _kernels(torch):
+    """Summary of torch_verify's kernel checks (``torch.kernels``, one entry per check and device).
+
+    Counts are per entry; the names (``failed_checks``, ``skipped_checks``,
+    ``compiled``) are unique, in the order torch_verify listed them.
+    ``problems`` groups the entries that did not pass by check, status and
+    reason (failed first, then skipped) with the devices each applies to.
+    """
+    entries = _kernel_entries(torch)
+    error = (torch or {}).get("kernels_error") or None
+    out = {"ran": bool(entries), "total": len(entries), "passed": 0, "failed": 0, "skipped": 0,
+           "failed_checks": [], "skipped_checks": [], "problems": [], "compiled": [], "compile_seconds": None,
+           "error": str(error) if error is not None else None}
+    groups = {}
+    compile_seconds = 0.0
+    any_compile_time = False
+    for k in entries:
+        name = str(k.get("check") or "?")
+        status = k.get("status")
+        # Anything but ok/skipped (an unknown status, a missing one) counts as a failure.
+        status = status if status in ("ok", "skipped") else "failed"
+        out["passed" if status == "ok" else status] += 1
+        if status != "ok":
+            names = out["failed_checks" if status == "failed" else "skipped_checks"]
+            if name not in names:
+                names.append(name)
+            key = (status, name, k.get("reason"))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = {"check": name, "status": status, "reason": k.get("reason"), "devices": [],
+                                       "device_name": k.get("device_name")}
+                out["problems"].append(group)
+            group["devices"].append(k.get("device"))
+        if k.get("compiled") is True and name not in out["compiled"]:
+            out["compiled"].append(name)
+        if _number(k.get("compile_seconds")):
+            compile_seconds += k["compile_seconds"]
+            any_compile_time = True
+    out["problems"].sort(key=lambda g: 0 if g["status"] == "failed" else 1)  # stable: listed order within each
+    if any_compile_time:
+        out["compile_seconds"] = round(compile_seconds, 3)
+    if entries:
+        parts = ["%d ok" % out["passed"]]
+        if out["failed"]:
+            parts.append("%d failed (%s)" % (out["failed"], ", ".join(out["failed_checks"])))
+        if out["skipped"]:
+            parts.append("%d skipped" % out["skipped"])
+        summary = ", ".join(parts)
+        if out["error"]:
+            summary += "; error: " + _one_line(out["error"], 120)
+    else:
+        summary = "not run" + (": " + _one_line(out["error"], 120) if out["error"] else "")
+    out["summary"] = summary
+    return out
+
+
+def _allreduce(torch):
+    """torch_verify's all-reduce check, as the report keeps it (None when it was not asked for)."""
+    result = (torch or {}).get("collectives")
+    if not isinstance(result, dict):
+        return None
+    sizes = [r for r in result.get("results") or [] if isinstance(r, dict) and r.get("busbw_gbps") is not None]
+    largest = max(sizes, key=lambda r: r.get("size_mib") or 0) if sizes else None
+    return {
+        "status": result.get("status"),
+        "reason": result.get("reason"),
+        "backend": result.get("backend"),
+        "world_size": result.get("world_size"),
+        "correct": result.get("correct"),
+        "results": sizes,
+        "size_mib": largest.get("size_mib") if largest else None,
+        "busbw_gbps": largest.get("busbw_gbps") if largest else None,
+        "nccl_version": result.get("nccl_version"),
+        "outlier": None,
+    }
+
+
+def _median(values):
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2.0
+
+
+def flag_allreduce_outliers(rows, ratio):
+    """Hosts whose all-reduce bus bandwidth is below ratio x the median of their siblings:
+    the hosts with the same GPUs (model and count) measured at the same message size.
+    The flag is drift, not a failed verification."""
+    groups = {}
+    for r in rows:
+        a = r.get("allreduce")
+        if r["status"] in ("ok", "drift") and a and a["status"] == "ok" and a["busbw_gbps"] is not None:
+            groups.setdefault((r.get("gpu_summary"), a["world_size"], a["size_mib"]), []).append(r)
+    for (gpus, world, size), members in groups.items():
+        if len(members) < 2:
+            continue
+        median = _median([m["allreduce"]["busbw_gbps"] for m in members])
+        if median <= 0:
+            continue
+        for m in members:
+            share = m["allreduce"]["busbw_gbps"] / median
+            if share < ratio:
+                m["allreduce"]["outlier"] = {"ratio": round(share, 3), "median_gbps": round(median, 3),
+                                             "siblings": len(members)}
+                m["drift"].append("all-reduce busbw %s GB/s at %s MiB is %.2f of the median %.3g GB/s of %d hosts with %s"
+                                  % (m["allreduce"]["busbw_gbps"], size, share, median, len(members), gpus or "the same GPUs"))
+                m["outlier_drift"] = m.get("outlier_drift", 0) + 1
+                if m["status"] == "ok":
+                    m["status"] = "drift"
+
+
+def _requirement_conflicts(entry, torch):
+    raw = (torch or {}).get("requirement_conflicts")
+    if raw in (None, "", []):
+        raw = entry.get("requirement_conflicts")
+    if raw in (None, "", []):
+        return []
+    if isinstance(raw, str):
+        raw = [raw]
+    return [str(c) for c in raw if c not in (None, "")]
+
+
+def _import_version(torch, name):
+    imports = _first(torch or {}, "imports")
+    if isinstance(imports, dict):
+        imports = [dict(v, name=k) for k, v in imports.items() if isinstance(v, dict)]
+    for item in imports or []:
+        if isinstance(item, dict) and item.get("name") == name and item.get("ok", item.get("status") == "ok"):
+            return item.get("version")
+    return None
+
+
+def _adopted(record):
+    """The hand-built venv a deploy found at the stable path (gpufleet_adopt_existing_venv),
+    as found: where it was and went, its torch, whether it verified, its distributions."""
+    if not isinstance(record, dict) or not record.get("moved_to"):
+        return None
+    packages = record.get("packages") or {}
+    return {
+        "moved_from": record.get("moved_from") or "",
+        "moved_to": record.get("moved_to"),
+        "moved": bool(record.get("moved")),
+        "verified": bool(record.get("verified")),
+        "message": record.get("message") or "",
+        "torch_version": record.get("torch_version") or "",
+        "cuda_version": record.get("cuda_version") or "",
+        "python_version": record.get("python_version") or "",
+        "package_count": len(packages),
+        "packages": dict(sorted(packages.items())) if isinstance(packages, dict) else {},
+    }
+
+
+def host_row(name, entry, previous_row, lock_dir, mode):
+    """One report row from the host's registered result of this run."""
+    entry = dict(entry or {})
+    status = entry.get("status") or "unreachable"
+    if status == "running":
+        # Still "running" at report time: the connection was lost mid-run.
+        status = "unreachable"
+        entry.setdefault("message", "")
+        entry["message"] = entry["message"] or "host became unreachable during the run (last stage: %s)" % (entry.get("stage") or "?")
+    gpu = entry.get("gpu") or {}
+    torch = entry.get("torch") or {}
+    packages = normalise_packages(entry.get("packages"))
+    gpus = _gpu_rows(gpu, torch)
+    row = {
+        "host": name,
+        "status": status,
+        "stage": entry.get("stage"),
+        "message": entry.get("message") or "",
+        "venv": entry.get("venv"),
+        "active_venv": entry.get("active_venv"),
+        "previous_venv": entry.get("previous_venv"),
+        "activated": bool(entry.get("activated")),
+        "adopted": _adopted(entry.get("adopted")),
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "gpu_summary": _gpu_summary(gpus) if status not in ("unreachable", "not_run") else None,
+        "driver_version": gpu.get("driver_version") or _first(torch, "driver_version", "driver.version"),
+        "cuda_version": _first(torch, "torch_cuda_version", "cuda_version", "torch.cuda_version", "version_cuda") or gpu.get("cuda_driver_version"),
+        "cuda_driver_version": gpu.get("cuda_driver_version"),
+        "torch_version": _first(torch, "torch_version", "torch.version", "version") or packages.get("torch"),
+        "flashinfer_version": _import_version(torch, "flashinfer") or packages.get("flashinfer-python"),
+        "sgl_kernel_abi_key": entry.get("sgl_kernel_abi_key"),
+        # the GPU targets the installed sgl_kernel wheel carries (its arch audit)
+        "sgl_kernel_targets": list(entry.get("sgl_kernel_targets") or []),
+        "smoke_tflops": _smoke(torch),
+        "kernels": _kernels(torch),
+        "allreduce": _allreduce(torch),
+        "requirement_conflicts": _requirement_conflicts(entry, torch),
+        "expectation_failures": parse_expectation_failures("\n".join(entry.get("mismatches") or []) or entry.get("message"))
+        if status == "failed" else [],
+        "changes": [],
+        "lock": None,
+        "lock_diff": [],
+        "packages": packages,
+        "facts": {"gpu": gpu, "torch": torch},
+        "drift": [],
+    }
+    if status in ("unreachable", "not_run"):
+        # Keep the last known stack so the operator sees what the host had.
+        if previous_row:
+            for _label, key in TRACKED:
+                if row.get(key) in (None, "", []):
+                    row[key] = previous_row.get(key)
+        row["drift"].append("unreachable" if status == "unreachable" else "not run in this play")
+        return row
+
+    if previous_row and previous_row.get("status") not in ("unreachable", "not_run", None):
+        for label, key in TRACKED:
+            old, new = previous_row.get(key), row.get(key)
+            if old not in (None, "") and old != new:
+                row["changes"].append({"name": label, "old": old, "new": new})
+
+    lock = find_lock(lock_dir, name, row["active_venv"] or row["venv"]) if lock_dir else None
+    if lock is not None and packages:
+        row["lock"] = lock["path"]
+        row["lock_diff"] = diff_versions(lock["packages"], packages)
+
+    for f in row["expectation_failures"]:
+        row["drift"].append("%s: expected %s, found %s" % (f["name"], f["expected"], f["found"]))
+    if status == "failed" and not row["expectation_failures"]:
+        row["drift"].append("failed%s: %s" % (" in " + row["stage"] if row["stage"] else "", _one_line(row["message"])))
+    for d in row["lock_diff"]:
+        row["drift"].append("lock %s: %s -> %s" % (d["name"], d["old"] or "absent", d["new"] or "absent"))
+    # A deploy or rollback changes versions on purpose: those are reported as
+    # changes, not drift. Between two verify runs nothing should move; where the
+    # deployed lock is known it is the baseline (a host put back by hand is not
+    # drift again), else the previous run is.
+    if mode == "verify" and lock is None:
+        for c in row["changes"]:
+            row["drift"].append("%s changed since the previous run: %s -> %s" % (c["name"], c["old"], c["new"]))
+    if status == "ok" and row["drift"]:
+        row["status"] = "drift"
+    return row
+
+
+def _one_line(text, limit=300):
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def load_previous(out_dir):
+    path = os.path.join(out_dir, REPORT_BASENAME + ".json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
+        return None
+    return data
+
+
+def build_report(run, previous=None, lock_dir=None, now=None):
+    """run: {mode, playbook, hosts: [name...], results: [entry|None...], started: [bool...]}."""
+    mode = run.get("mode") or "verify"
+    names = list(run.get("hosts") or [])
+    results = list(run.get("results") or [])
+    stages = list(run.get("stages") or [])
+    prev_rows = {r["host"]: r for r in (previous or {}).get("hosts", []) if isinstance(r, dict) and "host" in r}
+    rows = []
+    for i, name in enumerate(names):
+        entry = results[i] if i < len(results) else None
+        if not entry:
+            # No record at all: the play ended (max_fail_percentage, a
+            # failed batch) before this host's serial batch started.
+            entry = {"status": "not_run", "message": "not run: the play stopped before this host's batch"}
+        elif entry.get("status") == "running" and not entry.get("stage") and i < len(stages) and stages[i]:
+            entry = dict(entry, stage=stages[i])
+        rows.append(host_row(name, entry, prev_rows.get(name), lock_dir, mode))
+    ratio = float(run.get("outlier_ratio") or DEFAULT_OUTLIER_RATIO)
+    flag_gpu_outliers(rows, ratio)
+    flag_allreduce_outliers(rows, ratio)
+    if run.get("outliers_fail"):
+        # the inventory asked for outliers to fail their hosts (gpufleet_outliers_fail)
+        for r in rows:
+            if r["status"] == "drift" and (any(g["outliers"] for g in r["gpus"])
+                                           or (r.get("allreduce") or {}).get("outlier")):
+                r["status"] = "failed"
+    for r in rows:
+        # drift that is only outliers among siblings: reported, not a failed host
+        r["outliers_only"] = r["status"] == "drift" and 0 < len(r["drift"]) == r.pop("outlier_drift", 0)
+    rows.sort(key=lambda r: (STATUS_ORDER.get(r["status"], 0), r["host"]))
+    counts = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    report = {
+        "schema": SCHEMA_VERSION,
+        "generated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "mode": mode,
+        "playbook": run.get("playbook"),
+        "inventory": run.get("inventory"),
+        "previous": (previous or {}).get("generated"),
+        "counts": counts,
+        "total": len(rows),
+        "healthy": not any(r["status"] in BAD_STATUSES and not r["outliers_only"] for r in rows) and "not_run" not in counts,
+        "hosts": rows,
+    }
+    report["digest"] = fleet_digest(report)
+    return report
+
+
+def fleet_digest(report):
+    """Hash of what the fleet IS (statuses, versions, drift), not of when it was looked at."""
+    keep = []
+    for r in report["hosts"]:
+        keep.append([r["host"], r["status"]] + [r.get(k) for _l, k in TRACKED] + [sorted(r.get("packages", {}).items()), r["drift"]])
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _env():
+    import jinja2
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(here), autoescape=jinja2.select_autoescape(["html.j2"]),
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["tflops"] = format_tflops
+    env.filters["md"] = lambda s: str("" if s is None else s).replace("|", "\\|").replace("\n", " ")
+    env.filters["kernels"] = format_kernels
+    env.filters["allreduce"] = format_allreduce
+    env.filters["gpu_notes"] = gpu_notes
+    env.filters["kernel_notes"] = kernel_notes
+    env.filters["has_notes"] = has_notes
+    return env
+
+
+def _tflops_order(key):
+    return (key in _TFLOPS_LAST, _TFLOPS_LAST.index(key) if key in _TFLOPS_LAST else 0, key)
+
+
+def format_tflops(smoke):
+    parts = []
+    for d in smoke or []:
+        vals = ", ".join("%s %.1f" % (k, v) for k, v in sorted(d.items(), key=lambda kv: _tflops_order(kv[0]))
+                         if k != "device" and _number(v))
+        if vals:
+            parts.append("%s: %s" % (_kernel_device(d.get("device")), vals))
+    return "; ".join(parts) or "-"
+
+
+def format_kernels(row):
+    """The "kernels" cell: ``12 ok, 1 failed (sgl_kernel.rmsnorm), 3 skipped`` or ``not run``."""
+    kernels = row.get("kernels") if isinstance(row, dict) else None
+    if not isinstance(kernels, dict):  # a report written before the kernel checks
+        return "not run"
+    return kernels.get("summary") or "not run"
+
+
+def gpu_notes(gpu):
+    """One GPU's health marks and outliers as one line of text."""
+    notes = list(gpu.get("marks") or [])
+    for o in gpu.get("outliers") or []:
+        if "ratio" in o:
+            notes.append("outlier: %s %s, %.2f of the median %s" % (o["what"], o["value"], o["ratio"], o["median"]))
+        else:
+            notes.append("outlier: %s %s where most have %s" % (o["what"], o["value"], o["typical"]))
+    return "; ".join(notes)
+
+
+def format_allreduce(row):
+    """The "all-reduce" cell: ``ok 21.3 GB/s at 64 MiB, 8 ranks``, ``skipped: 1 GPU``, ``failed: ...`` or ``-``."""
+    a = row.get("allreduce") if isinstance(row, dict) else None
+    if not isinstance(a, dict):
+        return "-"
+    if a.get("status") == "ok":
+        text = "ok %s GB/s at %s MiB, %s ranks" % (a.get("busbw_gbps"), a.get("size_mib"), a.get("world_size"))
+        if a.get("outlier"):
+            text += " (outlier: %.2f of the median)" % a["outlier"]["ratio"]
+        return text
+    return "%s: %s" % (a.get("status"), _one_line(a.get("reason"), 160))
+
+
+def _devices(devices):
+    devs = [_kernel_device(d) for d in devices or []]
+    return ", ".join(devs) if devs else "?"
+
+
+def has_notes(row):
+    """Whether the row deserves its Markdown section for the kernel checks alone:
+    a failed check, a JIT compile, the kernel run's error or a requirement conflict
+    (skipped checks alone do not: a GPU without FP4 skips the same checks every run)."""
+    if not isinstance(row, dict):
+        return False
+    kernels = row.get("kernels") if isinstance(row.get("kernels"), dict) else {}
+    return bool(kernels.get("failed") or kernels.get("compiled") or kernels.get("error") or row.get("requirement_conflicts"))
+
+
+def kernel_notes(row):
+    """Plain-text detail lines for one row's kernel checks: failures and skips with their
+    reasons, JIT compiles, the kernel run's error. Empty when there is nothing to say."""
+    if not isinstance(row, dict):
+        return []
+    notes = []
+    kernels = row.get("kernels") if isinstance(row.get("kernels"), dict) else {}
+    for p in kernels.get("problems") or []:
+        notes.append("kernel %s %s on %s%s" % (p.get("check"), p.get("status"), _devices(p.get("devices")),
+                                               ": %s" % p["reason"] if p.get("reason") else ""))
+    if kernels.get("compiled"):
+        secs = kernels.get("compile_seconds")
+        notes.append("JIT compiled during the checks: %s%s" % (", ".join(kernels["compiled"]),
+                                                               " (%.1f s in all)" % secs if _number(secs) else ""))
+    if kernels.get("error"):
+        notes.append("kernel checks error: %s" % _one_line(kernels["error"]))
+    return notes
+
+
+def render(report, kind):
+    return _env().get_template("report.%s.j2" % kind).render(report=report, tracked=TRACKED)
+
+
+def _atomic_write(path, text):
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def write_report(report, out_dir, keep_history=20):
+    """Write the three renderings (atomically) and keep the JSON of past runs."""
+    os.makedirs(out_dir, exist_ok=True)
+    hist = os.path.join(out_dir, "history")
+    os.makedirs(hist, exist_ok=True)
+    paths = {}
+    text = json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
+    stamp = report["generated"].replace(":", "").replace("-", "")
+    _atomic_write(os.path.join(hist, "%s-%s.json" % (stamp, report["mode"])), text)
+    old = sorted(f for f in os.listdir(hist) if f.endswith(".json"))
+    for f in old[: max(0, len(old) - keep_history)]:
+        os.unlink(os.path.join(hist, f))
+    for kind, ext in (("json", "json"), ("md", "md"), ("html", "html")):
+        path = os.path.join(out_dir, "%s.%s" % (REPORT_BASENAME, ext))
+        _atomic_write(path, text if kind == "json" else render(report, kind))
+        paths[kind] = path
+    # Prometheus text: the fleet's, and each host's own for its node_exporter
+    # (the playbooks copy it to the host's gpufleet_textfile_dir)
+    paths["prom"] = os.path.join(out_dir, "%s.prom" % REPORT_BASENAME)
+    _atomic_write(paths["prom"], textfile.render(report))
+    hosts_dir = os.path.join(out_dir, "textfile")
+    os.makedirs(hosts_dir, exist_ok=True)
+    for row in report["hosts"]:
+        _atomic_write(os.path.join(hosts_dir, "%s.prom" % row["host"]), textfile.render(report, [row["host"]]))
+    paths["textfile_dir"] = hosts_dir
+    return paths
+
+
+def summary_table(report, width=None):
+    """Plain-text table for terminals (the fleet_verify entry point prints it)."""
+    cols = ("host", "status", "gpus", "driver", "cuda", "torch", "flashinfer", "sgl-kernel key", "drift")
+    lines = []
+    for r in report["hosts"]:
+        lines.append((r["host"], r["status"].upper(), r.get("gpu_summary") or "-", r.get("driver_version") or "-",
+                      r.get("cuda_version") or "-", r.get("torch_version") or "-", r.get("flashinfer_version") or "-",
+                      (r.get("sgl_kernel_abi_key") or "-")[:12], "; ".join(r["drift"]) or "-"))
+    widths = [max(len(str(c)), *(len(str(cells[i])) for cells in lines)) if lines else len(c) for i, c in enumerate(cols)]
+    widths[-1] = min(widths[-1], width or 80)
+    fmt = "  ".join("%%-%ds" % w for w in widths)
+    out = [fmt % cols, fmt % tuple("-" * w for w in widths)]
+    for cells in lines:
+        out.append(fmt % (cells[:-1] + (_one_line(cells[-1], widths[-1]),)))
+    counts = ", ".join("%d %s" % (n, s) for s, n in sorted(report["counts"].items(), key=lambda kv: STATUS_ORDER.get(kv[0], 0)))
+    out.append("%d hosts: %s" % (report["total"], counts or "none"))
+    return "\n".join(out)
+
+
+def summary_line(report):
+    """``3 hosts: 1 failed, 2 ok`` (worst first)."""
+    counts = report["counts"]
+    return "%d hosts: %s" % (report["total"], ", ".join(
+        "%d %s" % (counts[k], k) for k in sorted(counts, key=lambda k: STATUS_ORDER.get(k, 0))))
+
+
+def outcome(report, previous, paths):
+    """What the calling task returns: ``changed`` only when what the fleet is
+    (statuses, versions, drift: the digest) differs from the previous report,
+    so that a run that changed nothing stays changed=0."""
+    return {
+        "changed": previous is None or previous.get("digest") != report["digest"],
+        "healthy": report["healthy"],
+        "counts": report["counts"],
+        "summary": summary_line(report),
+        "failing": [r["host"] for r in report["hosts"] if r["status"] in BAD_STATUSES and not r["outliers_only"]],
+        "outliers_only": [r["host"] for r in report["hosts"] if r["outliers_only"]],
+        "status": {r["host"]: r["status"] for r in report["hosts"]},
+        "paths": paths,
+    }
+
+
+def publish(run, out_dir, lock_dir=None, now=None):
+    """Build the report of one run against the previous one in out_dir, write it
+    (lock_dir defaults to out_dir/locks) and return outcome()."""
+    out_dir = os.path.abspath(out_dir)
+    previous = load_previous(out_dir)
+    report = build_report(run, previous, lock_dir or os.path.join(out_dir, "locks"), now=now)
+    return outcome(report, previous, write_report(report, out_dir))

@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+"""The Prometheus export (plugin_utils report_textfile), read back with the official text-format parser."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
+from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.fleet_report_cases import (
+    NOW,
+    health_entry,
+    run,
+)
+
+
+def _samples(text):
+    out = {}
+    for family in text_string_to_metric_families(text):
+        assert family.type == "gauge", family.name
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return out
+
+
+def _fleet():
+    entry = health_entry(slow={2: 240.0}, health={4: {"ecc_uncorrected_volatile": 3, "power_draw_w": None}})
+    entry["torch"]["collectives"] = {"status": "ok", "world_size": 8, "correct": True,
+                                     "results": [{"size_mib": 64, "busbw_gbps": 21.5}]}
+    failed = {"status": "failed", "message": "torch: expected torch importable"}
+    return rep.build_report(run("verify", gpu01=entry, gpu02=health_entry(), gpu03=failed), now=NOW)
+
+
+def test_the_fleet_file_parses_and_says_what_the_report_says():
+    samples = _samples(textfile.render(_fleet()))
+    status = dict(((labels["host"], labels["status"]), value) for labels, value in samples["gpufleet_host_status"])
+    assert status[("gpu01", "drift")] == 1 and status[("gpu01", "ok")] == 0
+    assert status[("gpu03", "failed")] == 1 and status[("gpu02", "ok")] == 1
+    assert sorted(samples["gpufleet_host_healthy"], key=lambda s: s[0]["host"]) == [
+        ({"host": "gpu01"}, 0), ({"host": "gpu02"}, 1), ({"host": "gpu03"}, 0)]
+    assert {v for dummy, v in samples["gpufleet_host_verification_timestamp_seconds"]} == {1772971200.0}
+    assert samples["gpufleet_host_allreduce_busbw_gbps"] == [({"host": "gpu01", "size_mib": "64"}, 21.5)]
+    ratio = dict(((l["host"], l["gpu"]), v) for l, v in samples["gpufleet_gpu_throughput_ratio"])
+    assert ratio[("gpu01", "2")] == 0.8 and ratio[("gpu02", "0")] == 1.0
+    outlier = dict(((l["host"], l["gpu"]), v) for l, v in samples["gpufleet_gpu_outlier"])
+    assert outlier[("gpu01", "2")] == 1 and sum(outlier.values()) == 1
+    ecc = dict(((l["host"], l["gpu"]), v) for l, v in samples["gpufleet_gpu_ecc_uncorrected_volatile_errors"])
+    assert ecc[("gpu01", "4")] == 3 and ecc[("gpu02", "4")] == 0
+    # a value the GPU did not report is left out, not written as 0
+    power = dict(((l["host"], l["gpu"]), v) for l, v in samples["gpufleet_gpu_power_draw_watts"])
+    assert ("gpu01", "4") not in power and power[("gpu01", "3")] == 41.5
+    tflops = [(l, v) for l, v in samples["gpufleet_gpu_tflops"] if l["host"] == "gpu01" and l["gpu"] == "2"]
+    assert tflops == [({"host": "gpu01", "gpu": "2", "dtype": "bfloat16"}, 240.0)]
+    info = [l for l, v in samples["gpufleet_gpu_info"] if l["host"] == "gpu02" and l["gpu"] == "0"]
+    assert info == [{"host": "gpu02", "gpu": "0", "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                     "compute_capability": "12.0"}]
+    # 16 GPUs with health, and the failed host has no GPU rows
+    assert len(samples["gpufleet_gpu_pcie_link_width"]) == 16
+
+
+def test_a_host_file_has_only_that_host_and_odd_names_are_escaped():
+    report = _fleet()
+    samples = _samples(textfile.render(report, ["gpu02"]))
+    assert {labels["host"] for values in samples.values() for labels, dummy in values} == {"gpu02"}
+    report["hosts"][0]["host"] = 'we"ird\\host'
+    parsed = _samples(textfile.render(report, ['we"ird\\host']))
+    assert {labels["host"] for values in parsed.values() for labels, dummy in values} == {'we"ird\\host'}
+
+
+def test_write_report_writes_the_fleet_file_and_one_per_host(tmp_path):
+    paths = rep.write_report(_fleet(), str(tmp_path))
+    assert paths["prom"] == str(tmp_path / "fleet-report.prom")
+    assert sorted(os.listdir(paths["textfile_dir"])) == ["gpu01.prom", "gpu02.prom", "gpu03.prom"]
+    text = (tmp_path / "textfile" / "gpu03.prom").read_text()
+    assert _samples(text)["gpufleet_host_status"][0][0]["host"] == "gpu03"
+    assert "gpufleet_gpu_" not in text  # nothing was measured on it
