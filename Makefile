@@ -15,11 +15,12 @@ WHEELHOUSE := $(CURDIR)/.cache/wheelhouse
 TEST_TORCH ?= torch==2.13.0
 
 .PHONY: help bootstrap lock test-hosts wheelhouse sandbox-up sandbox-down deploy verify \
-        test lint sanity unit molecule integration build clean
+        test test-quick lint sanity unit molecule integration build clean
 
 help:
 	@echo "make deploy        bring up the sandbox fleet and run playbooks/deploy.yml on it"
 	@echo "make test          every test: lint, sanity, unit, molecule, fleet; prints 'N passed, N failed'"
+	@echo "make test-quick    lint, sanity, unit and the cuda_toolkit scenario (the edit-test loop)"
 	@echo "make verify INVENTORY=inventories/cluster   fleet re-verification with a report"
 	@echo "make sandbox-up SANDBOX_HOSTS=3 / make sandbox-down"
 	@echo "make bootstrap     controller venv only (.venv)"
@@ -74,6 +75,10 @@ verify: bootstrap
 
 test: bootstrap test-hosts wheelhouse
 	@scripts/run-tests.sh
+
+# The edit-test loop: lint, changelog, sanity, unit and one molecule scenario.
+test-quick: bootstrap test-hosts
+	@scripts/run-tests.sh --quick
 
 lint: bootstrap
 	ansible-lint

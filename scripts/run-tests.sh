@@ -3,8 +3,15 @@
 # "N passed, N failed". Stages run even when an earlier one failed, so one run
 # shows everything that is broken; the exit status is non-zero on any failure.
 # Counting: pytest counts its test cases; lint, sanity and each molecule
-# scenario count as one test each.
+# scenario count as one test each. Each stage prints its time; the ten
+# slowest test cases are listed at the end.
+#
+#   scripts/run-tests.sh           everything (`make test`)
+#   scripts/run-tests.sh --quick   lint, changelog, sanity, unit and the
+#                                  cuda_toolkit scenario (`make test-quick`)
 set -uo pipefail
+quick=false
+[ "${1:-}" = "--quick" ] && quick=true
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 logs="$root/.cache/test-logs"
@@ -52,12 +59,26 @@ count_one stage lint 900 ansible-lint
 count_one stage changelog-lint 120 antsibull-changelog lint
 count_one stage sanity 1200 scripts/sanity.sh
 count_pytest unit 600 tests/unit
-for scenario in molecule/*/molecule.yml; do
+scenarios=(molecule/*/molecule.yml)
+$quick && scenarios=(molecule/cuda_toolkit/molecule.yml)
+for scenario in "${scenarios[@]}"; do
   [ -e "$scenario" ] || continue
   s=$(basename "$(dirname "$scenario")")
   count_one stage "molecule-$s" 1500 molecule test -s "$s"
 done
-count_pytest integration 4200 tests/integration
+$quick || count_pytest integration 4200 tests/integration
+
+echo
+echo "slowest test cases:"
+python3 - "$logs" <<'PY'
+import glob, sys, xml.etree.ElementTree as E
+cases = []
+for path in glob.glob(sys.argv[1] + "/*.xml"):
+    for case in E.parse(path).getroot().iter("testcase"):
+        cases.append((float(case.get("time", 0)), case.get("classname", "") + "::" + case.get("name", "")))
+for seconds, name in sorted(cases, reverse=True)[:10]:
+    print("    %7.1fs  %s" % (seconds, name))
+PY
 
 echo
 if [ -s "$GPUFLEET_SANDBOX_FAILURE_LOG" ]; then

@@ -33,7 +33,7 @@ from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_report im
     summary_table,
 )
 
-# The task every host passes through last (playbooks/tasks/finish.yml); a host
+# The task every host passes through last (roles/fleet/tasks/finish.yml); a host
 # is done when it reaches it or when its connection is lost. The hosts of the
 # run are those with an event in the verification play (its first task runs
 # on every host before the second starts).
@@ -66,7 +66,8 @@ class Progress:
         if not host:
             return True
         with self.lock:
-            task = data.get("task") or ""
+            # a role's task may come as "<role> : <name>"
+            task = (data.get("task") or "").split(" : ", 1)[-1]
             if data.get("play") == VERIFY_PLAY and kind.startswith("runner_on_"):
                 self.hosts.add(host)
             if kind == "runner_on_unreachable" and host not in self.done:

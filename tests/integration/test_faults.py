@@ -348,7 +348,7 @@ def test_killed_during_the_torch_install(fleet):
     install = "[p]ip install --python %s/bin/python --prerelease allow" % half
     run, uv_pid = start(fleet, DEPLOY, NEW_PIN, label="killed"), ""
     try:
-        wait_for(run, "TASK [Stage torch]")
+        wait_for(run, "TASK [gpufleet.inference.fleet : Stage torch]")
         freeze = subprocess.run(["podman", "exec", container(HOST), "sh", "-c", FREEZE_INSTALL, "sh", install],
                                 capture_output=True, text=True, timeout=180, check=False)
         what, dummy, uv_pid = freeze.stdout.strip().partition(" ")
@@ -388,7 +388,7 @@ def test_concurrent_runs_never_interleave(fleet):
     a = start(fleet, DEPLOY, NEW_PIN, label="A-deploy")
     c = None
     try:
-        wait_for(a, "TASK [Stage preflight]")
+        wait_for(a, "TASK [gpufleet.inference.fleet : Stage preflight]")
         holder = host_lock(HOST)
         assert holder["pid"] == a["proc"].pid, holder
         # C: a rollback that waits for the lock; B: another deploy, refused at once
@@ -399,7 +399,7 @@ def test_concurrent_runs_never_interleave(fleet):
         assert re.search(r"another gpufleet run holds the lock on %s since \S+ \(controller \S+, pid %d, "
                          r"playbook deploy\.yml, run %s\): its process %d is running on this controller"
                          % (HOST, a["proc"].pid, holder["run_id"][:12], a["proc"].pid), flat(out)), out[-4000:]
-        assert "TASK [Stage preflight]" not in out  # refused before any stage
+        assert "TASK [gpufleet.inference.fleet : Stage preflight]" not in out  # refused before any stage
         b = row(report_dir, HOST)
         assert b["status"] == "failed" and b["stage"] == "lock", b
         assert host_lock(HOST)["run_id"] == holder["run_id"]  # A still holds it

@@ -125,11 +125,11 @@ def test_second_deploy_changes_nothing(fleet):
     assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
     # same code and inputs: every host takes the fast path (verify + report only)
     assert out.count("is already active (") == len(HOSTS), out[-6000:]
-    assert "TASK [Stage venv]" not in out
+    assert "TASK [gpufleet.inference.fleet : Stage venv]" not in out
     # gpufleet_full_run walks the whole chain, and still changes nothing
     rc, out, stats = play(fleet, DEPLOY, extra={"gpufleet_full_run": True})
     assert rc == 0, out[-6000:]
-    assert "TASK [Stage venv]" in out and "is already active (" not in out
+    assert "TASK [gpufleet.inference.fleet : Stage venv]" in out and "is already active (" not in out
     assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
     assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
 
@@ -245,7 +245,7 @@ def test_unreachable_host_mid_run_then_converges(fleet, sandbox_ctl):
             # Stop sbx3 once the chain is under way (after preflight reached every host).
             while time.time() < deadline and proc.poll() is None:
                 with open(log, encoding="utf-8") as rd:
-                    if "TASK [Stage venv]" in rd.read():
+                    if "TASK [gpufleet.inference.fleet : Stage venv]" in rd.read():
                         break
                 time.sleep(0.5)
             assert proc.poll() is None, "deploy ended before the host could be stopped"

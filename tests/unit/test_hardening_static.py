@@ -361,7 +361,7 @@ PATH_KEYS = {"copy": ("dest",), "template": ("dest",), "file": ("path", "dest"),
              "stat": ("path",), "command": ("creates", "removes", "chdir"), "script": ("creates", "removes", "chdir"),
              "host_lock": ("path",)}
 # Facts built in several steps from a find's results: the register of that find.
-FACT_ORIGINS = {"cuda_toolkit__stale_files": "cuda_toolkit__ld_confs"}
+FACT_ORIGINS = {"_cuda_toolkit_stale_files": "__cuda_toolkit_ld_confs"}
 
 
 def truthy(value):
@@ -573,7 +573,7 @@ def test_apt_sources_are_signed_by_a_fingerprint_checked_keyring():
     writes = [i for i, t in enumerate(flat) if module_of(t)[0] == "copy"
               and "cuda_toolkit_apt_keyring" in str(module_of(t)[1].get("dest"))]
     asserts = [i for i, t in enumerate(flat) if module_of(t)[0] == "assert"
-               and "cuda_toolkit__apt_fingerprint in" in dump(module_of(t)[1].get("that"))]
+               and "_cuda_toolkit_apt_fingerprint in" in dump(module_of(t)[1].get("that"))]
     assert writes and asserts and max(asserts) < min(writes), names
     defaults = load_yaml("roles/cuda_toolkit/defaults/main.yml")
     assert re.match(r"^[0-9A-F]{40}$", defaults["cuda_toolkit_apt_key_fingerprint"])

@@ -36,7 +36,7 @@ def role_rules(arch_list, cuda=True):
         if "{{" in enabled:
             env = Environment()
             env.filters["bool"] = bool
-            enabled = env.from_string(enabled).render(sgl_kernel_cuda=cuda, sgl_kernel__arch_list=arch_list).strip()
+            enabled = env.from_string(enabled).render(sgl_kernel_cuda=cuda, _sgl_kernel_arch_list=arch_list).strip()
         if enabled in ("True", "true"):
             out.append(dict((k, v) for k, v in rule.items() if k != "enabled"))
     return out
