@@ -31,6 +31,8 @@ CODE_DIRS = ("roles", "playbooks", "plugins")
 
 _TREE_CACHE = {}
 _SPEC_CACHE = {}
+# libyaml's loader where PyYAML has it: the specs are read once per host
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def code_digest(root):
@@ -70,7 +72,7 @@ def input_names(root):
         if not os.path.exists(path):
             raise AnsibleFilterError("deploy_key: %s is missing (not the collection's root?)" % path)
         with open(path, encoding="utf-8") as fh:
-            specs = (yaml.safe_load(fh) or {}).get("argument_specs") or {}
+            specs = (yaml.load(fh, Loader=_LOADER) or {}).get("argument_specs") or {}
         fleet = os.path.basename(os.path.dirname(os.path.dirname(path))) == "fleet"
         for entry, spec in specs.items():
             if fleet and entry not in FLEET_INPUT_ENTRY_POINTS:
