@@ -17,6 +17,7 @@ from ansible.errors import AnsibleActionFail, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_record import fleet_record
 
 ARGUMENT_SPEC = {
     "out_dir": {"type": "path", "required": True},
@@ -37,9 +38,12 @@ def _plain(value):
     return json.loads(json.dumps(value, default=str))
 
 
-def host_record(hostvars, host, result_var, stage_var):
-    """(result, stage) of one host. A host with no record yet (a later serial
-    batch, a host the play never reached) gives (None, '')."""
+def host_record(hostvars, host, result_var, stage_var, mode="verify"):
+    """(result, stage) of one host. A host with no record of its own whose
+    verification ran in this play (verify.yml records none on the host: its
+    verify_result is the record) gets it built here, as the fleet role's
+    record.yml would. A host with neither (a later serial batch, a host the
+    play never reached) gives (None, '')."""
     if host not in hostvars:
         return None, ""
     hv = hostvars[host]  # computes the host's variables: once per host
@@ -51,6 +55,8 @@ def host_record(hostvars, host, result_var, stage_var):
             return None
 
     result = read(result_var)
+    if result is None and isinstance(read("verify_result"), dict):
+        return _plain(fleet_record(hv, "ok", None, mode)), mode
     if result is not None and not isinstance(result, dict):
         raise AnsibleActionFail("fleet_report: %s of %s must be a dict or undefined (got %s)"
                                 % (result_var, host, type(result).__name__))
@@ -87,7 +93,7 @@ class ActionModule(ActionBase):
         hostvars = task_vars.get("hostvars") or {}
         results, stages = [], []
         for host in hosts:
-            entry, stage = host_record(hostvars, host, args["result_var"], args["stage_var"])
+            entry, stage = host_record(hostvars, host, args["result_var"], args["stage_var"], args["mode"])
             results.append(entry)
             stages.append(stage)
         inventory = args["inventory"]

@@ -1,7 +1,11 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin gpufleet.inference.host_lock: this run's holder record, made on
-the controller, and the module of the same name run on the host once.
+the controller, and the module of the same name run on the host once. A lock
+another live run holds fails the task, naming the holder (with the caller's
+refuse_hint after it); a stale lock broken, a wait, or a release that found
+the lock was not this run's any more are said as warnings: one task for each
+of taking and releasing.
 
 The run id names the ansible-playbook process this worker is a fork of (the
 controller's machine id, boot id, pid namespace, that process's pid and start
@@ -11,6 +15,7 @@ another controller a different one, with nothing shared between the forks.
 
 from __future__ import annotations
 
+import json
 import os
 
 from ansible import constants as C
@@ -29,8 +34,28 @@ ARGUMENT_SPEC = {
     "stale_after": {"type": "int", "default": 43200},
     "wait": {"type": "int", "default": 0},
     "force": {"type": "bool", "default": False},
+    "refuse_hint": {"type": "str", "default": ""},
 }
-ACQUIRE_ONLY = ("playbook", "stale_after", "wait", "force")
+ACQUIRE_ONLY = ("playbook", "stale_after", "wait", "force", "refuse_hint")
+
+
+def refusal(host, path, res, check_mode, hint=""):
+    """The message that refuses the run while another live run holds the lock
+    (None when this run may go on): a lock taken, none there, or, in check
+    mode, a stale one that a real run would break."""
+    if res.get("acquired") or not res.get("held") or (check_mode and res.get("stale")):
+        return None
+    text = "another gpufleet run holds the lock on %s %s: %s (lock %s, held for %s s, waited %s s)." % (
+        host, res.get("holder_text") or "", res.get("reason") or "held", path, res.get("age"), res.get("waited", 0))
+    return text + (" " + hint.strip() if hint.strip() else "")
+
+
+def notice(host, res):
+    """What to say about a lock taken in an unusual way (a stale lock broken, a
+    wait, a stale lock that check mode leaves), or None."""
+    if res.get("broke") is not None or res.get("waited", 0) > 0 or (res.get("held") and res.get("stale")):
+        return "%s: %s" % (host, res.get("message") or "")
+    return None
 
 
 def worker_pid():
@@ -82,6 +107,24 @@ class ActionModule(ActionBase):
             run_id = me["holder"]["run_id"]
             module_args = {"path": args["path"], "state": "acquire", "holder": me["holder"], "live": me["live"],
                            "stale_after": args["stale_after"], "wait": args["wait"], "force": args["force"]}
-        result.update(self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars))
+        host = task_vars.get("inventory_hostname") or "the host"
+        res = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        result.update(res)
         result["run_id"] = run_id
+        if res.get("failed"):
+            return result
+        if args["state"] == "release":
+            if not res.get("released"):
+                result.setdefault("warnings", []).append(
+                    "%s: the host lock %s was not this run's any more (broken by another run?): %s"
+                    % (host, args["path"], json.dumps(res.get("holder") or {}, sort_keys=True)))
+            return result
+        refused = refusal(host, args["path"], res, self._task.check_mode, args["refuse_hint"])
+        result["refused"] = refused is not None
+        if refused:
+            result.update(failed=True, msg=refused)
+            return result
+        said = notice(host, res)
+        if said:
+            result.setdefault("warnings", []).append(said)
         return result

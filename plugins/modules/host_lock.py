@@ -35,6 +35,10 @@ description:
   - The action plugin of the same name runs on the controller, builds O(holder) and O(live) for
     this run (its run id is the same for every host of one C(ansible-playbook) run) and runs this
     module on the host once; a task sets neither of them.
+  - Through the action, a lock another live run holds fails the task, naming the holder and why it counts as alive,
+    then O(refuse_hint) (check mode is not refused by a stale lock that a real run would break). A stale lock
+    broken, a wait, a stale lock left by check mode, and a release that found the lock was not this run's any more
+    are said as warnings.
 author:
   - gpufleet.inference maintainers (@gpufleet)
 options:
@@ -90,6 +94,12 @@ options:
       - Break a lock another run holds, alive or not (the operator's override, C(gpufleet_host_lock_break)).
     type: bool
     default: false
+  refuse_hint:
+    description:
+      - What the refusal says after the holder (how to wait for it or break it). Read by the action plugin, which
+        fails the task when another live run holds the lock; the module itself only reports RV(held).
+    type: str
+    default: ""
 attributes:
   action:
     description: The action plugin of the same name builds this run's holder record on the controller.
@@ -112,13 +122,9 @@ EXAMPLES = r'''
     path: /var/lock/gpufleet
     playbook: deploy.yml
     wait: 600
+    # a live holder fails the task: its record, why it is alive, then this
+    refuse_hint: Wait for it to finish, or break it with -e gpufleet_host_lock_break=true.
   become: true
-  register: host_lock
-
-- name: Refuse while another run holds it
-  ansible.builtin.assert:
-    that: host_lock.acquired or ansible_check_mode
-    fail_msg: "{{ host_lock.message }}"
 
 - name: Release it at the end (only this run's own lock is removed)
   gpufleet.inference.host_lock:
@@ -128,6 +134,11 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+refused:
+  description: Whether another live run holds the lock, so that the task failed (set by the action plugin).
+  returned: state is acquire
+  type: bool
+  sample: false
 acquired:
   description: Whether this run holds the lock now (V(false) in check mode unless it held it already).
   returned: state is acquire
@@ -227,6 +238,8 @@ def main():
             wait=dict(type='int', default=0),
             force=dict(type='bool', default=False),
             playbook=dict(type='str'),
+            # the action's: what its refusal says after the holder
+            refuse_hint=dict(type='str', default=''),
         ),
         supports_check_mode=True,
     )

@@ -83,8 +83,8 @@ def test_every_worker_of_one_run_takes_the_lock_as_one_run(act, lock, playbooks)
     name, sent, module_result = calls[0]
     assert name == "gpufleet.inference.host_lock" and len(calls) == 1
     assert sent["state"] == "acquire" and (sent["stale_after"], sent["wait"], sent["force"]) == (43200, 0, False)
-    # the module's result back unchanged, with the run id
-    assert r1 == dict(module_result, run_id=sent["holder"]["run_id"])
+    # the module's result back unchanged, with the run id, reached and not refused
+    assert r1 == dict(module_result, run_id=sent["holder"]["run_id"], refused=False)
     assert r1["acquired"] and r1["changed"] is False
     holder = read_lock(lock)[1]
     assert holder["run_id"] == r1["run_id"] and holder["pid"] == a.pid and holder["playbook"] == "deploy.yml"
@@ -105,13 +105,23 @@ def test_another_run_is_refused_while_the_holder_lives_and_breaks_its_lock_once_
     first, dummy = act({"path": lock, "playbook": "deploy.yml"}, a.workers[0])
     r, dummy = act({"path": lock, "playbook": "rollback.yml"}, b.workers[0])
     assert r["run_id"] != first["run_id"]
-    assert r["acquired"] is False and r["held"] is True and r["changed"] is False and not r.get("failed")
+    assert r["acquired"] is False and r["held"] is True and r["changed"] is False
+    # refused: the task fails, naming the holder and why it is not stale, then the caller's hint
+    assert r["failed"] is True and r["refused"] is True
     assert r["reason"] == "its process %d is running on this controller" % a.pid
     assert "pid %d, playbook deploy.yml, run %s" % (a.pid, first["run_id"][:12]) in r["holder_text"]
+    assert r["msg"].startswith("another gpufleet run holds the lock on h1 %s: its process %d is running"
+                               % (r["holder_text"], a.pid))
+    assert "(lock %s, held for " % lock in r["msg"]
+    r, dummy = act({"path": lock, "playbook": "rollback.yml", "refuse_hint": "Wait for it."}, b.workers[0])
+    assert r["msg"].endswith(" waited 0 s). Wait for it.")
     assert read_lock(lock)[1]["run_id"] == first["run_id"]
     a.kill()
     r, dummy = act({"path": lock, "playbook": "rollback.yml"}, b.workers[1])
     assert r["acquired"] is True and r["changed"] is True and r["broke"]["run_id"] == first["run_id"]
+    assert not r.get("failed") and r["refused"] is False
+    # breaking a stale lock is said, as a warning that names the run it was
+    assert len(r["warnings"]) == 1 and r["warnings"][0].startswith("h1: ") and first["run_id"][:12] in r["warnings"][0]
     assert read_lock(lock)[1]["run_id"] == r["run_id"]
 
 
@@ -125,6 +135,8 @@ def test_check_mode_reaches_the_module_and_changes_nothing(act, lock, playbooks)
     before = read_lock(lock)[1]
     r, dummy = act({"path": lock}, b.workers[0], check_mode=True)
     assert r["stale"] is True and r["broke"] is None and r["changed"] is False
+    # check mode is not refused by a stale lock a real run would break, and says so
+    assert not r.get("failed") and len(r["warnings"]) == 1
     r, dummy = act({"path": lock, "state": "release", "run_id": before["run_id"]}, b.workers[0], check_mode=True)
     assert r["released"] is False and r["ours"] is True
     assert read_lock(lock)[1] == before and os.listdir(os.path.dirname(lock)) == ["gpufleet"]
@@ -135,6 +147,8 @@ def test_a_release_by_another_run_leaves_the_lock(act, lock, playbooks):
     first, dummy = act({"path": lock}, a.workers[0])
     r, dummy = act({"path": lock, "state": "release"}, b.workers[0])
     assert r["released"] is False and r["ours"] is False and r["run_id"] != first["run_id"]
+    assert r["warnings"] == ["h1: the host lock %s was not this run's any more (broken by another run?): %s"
+                             % (lock, json.dumps(r["holder"], sort_keys=True))]
     r, dummy = act({"path": lock, "state": "release", "run_id": "someone-else"}, a.workers[0])
     assert r["released"] is False and r["run_id"] == "someone-else"
     assert read_lock(lock)[1]["run_id"] == first["run_id"]

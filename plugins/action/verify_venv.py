@@ -1,0 +1,185 @@
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin gpufleet.inference.verify_venv: the verify role's checks, the
+verification and its summary in one task.
+
+A fleet verification used to cost the controller six tasks per host (the
+playbook's checks, the role's checks, the module, two set_facts, textfile
+stats); every task is a worker fork and a round of templating per host. Here:
+
+1. the caller's check groups (the role's preflight, a playbook's own inputs):
+   the types of an entry point of an argument spec, read from its file once
+   per worker, and the value rules the caller rendered into messages. A bad
+   value fails the task before anything is read on the host, with the same
+   wording as gpufleet.inference.check_vars;
+2. where asked, directories that must exist and be writable on the host (one
+   stat each, only for a non-empty path);
+3. gpufleet.inference.torch_verify, once;
+4. the summary every later step reads (passed, the link and its history, the
+   GPU and torch facts, the sgl_kernel marker...), returned in the result.
+
+A host lost during the verification is not dropped: the summary says
+unreachable, and the task itself is ok, so that the caller records it.
+A verification that did not pass never fails this task either (the summary's
+``passed`` is false, with ``fail_message``); the caller decides.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+try:
+    import yaml
+    _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+except ImportError:  # pragma: no cover - ansible-core requires PyYAML
+    yaml = None
+
+MODULE = "gpufleet.inference.torch_verify"
+_SPECS = {}
+
+
+def load_options(path, entry_point):
+    """The options of one entry point of a role's meta/argument_specs.yml
+    (parsed once per file and process: a worker verifies one host, but the
+    specs of a role are read by every task of every host)."""
+    key = (path, os.path.getmtime(path))
+    if key not in _SPECS:
+        with open(path, "rb") as f:
+            _SPECS[key] = (yaml.load(f, Loader=_Loader) or {}).get("argument_specs") or {}
+    specs = _SPECS[key]
+    if entry_point not in specs:
+        raise AnsibleActionFail("verify_venv: %s has no entry point %r" % (path, entry_point))
+    return specs[entry_point].get("options") or {}
+
+
+def summarize(res, link_default):
+    """What the verification says, from torch_verify's result (or a stand-in
+    for an unreachable host): the values the roles and the report read."""
+    link = res.get("link") or {}
+    unreachable = bool(res.get("unreachable"))
+    failed = bool(res.get("failed")) or unreachable
+    facts = res.get("ansible_facts") or {}
+    torch = facts.get("gpufleet_torch") or {}
+    markers = torch.get("markers") or {}
+    sgl = markers.get("gpufleet-sgl_kernel.json") or {}
+    history = link.get("history") or []
+    active = link.get("active_venv") or ""
+    msg = res.get("msg") or "failed"
+    target = link.get("target") or ""
+    if not failed:
+        fail_message = ""
+    elif unreachable:
+        fail_message = "host unreachable while verifying: " + msg
+    else:
+        fail_message = "verification of %s failed: %s" % (target or link_default, msg)
+    return {
+        "link_path": link.get("link_path") or link_default,
+        "history_path": link.get("history_path") or "",
+        "active_venv": active,
+        "history": history,
+        "link_is_directory": bool(link.get("link_is_directory")),
+        "target": target,
+        # the venv before the active one in the history (activation recomputes it)
+        "previous_venv": history[-2] if len(history) > 1 and history[-1] == active else "",
+        # not "unreachable": that key would make the task itself unreachable
+        "host_unreachable": unreachable,
+        "gpu": facts.get("gpufleet_gpu") or {},
+        # packages and markers are kept once, below, not twice in the report
+        "torch": {k: v for k, v in torch.items() if k not in ("packages", "markers")},
+        "packages": torch.get("packages") or {},
+        "mismatches": res.get("mismatches") or [],
+        "sgl_kernel_abi_key": sgl.get("abi_key") or "",
+        # the GPU targets the installed sgl_kernel wheel carries (its arch audit)
+        "sgl_kernel_targets": sgl.get("compiled_targets") or [],
+        # deploy.yml's record in the verified venv (its fast path checks it)
+        "deploy_stamp": markers.get("gpufleet-deployed.json") or {},
+        # none: check mode, for a venv only a real run would create (neither verified nor failed)
+        "passed": None if not failed and not res.get("probed", True) else not failed,
+        "message": msg if failed else "",
+        "fail_message": fail_message,
+    }
+
+
+class ActionModule(ActionBase):
+    """Check the inputs, verify once, summarize."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify"))
+
+    def _check(self, checks, task_vars):
+        """Every error of every check group, types first (check_vars' wording)."""
+        type_errors, errors = [], []
+        for group in checks or []:
+            if not isinstance(group, dict) or "spec" not in group:
+                raise AnsibleActionFail("verify_venv: each of checks must be a dict with spec (got %r)" % (group,))
+            options = load_options(group["spec"], group.get("entry_point", "main"))
+            provided = {}
+            for name in options:
+                if name in task_vars:
+                    provided[name] = self._templar.template(task_vars[name])
+            validated = ArgumentSpecValidator(options).validate(provided)
+            type_errors.extend(str(e) for e in validated.errors.messages)
+            listed = group.get("errors") or []
+            if not isinstance(listed, list) or not all(isinstance(e, str) for e in listed):
+                raise AnsibleActionFail("verify_venv: the errors of a check group must be a list of messages")
+            errors.extend(e.strip() for e in listed if e.strip())
+        if type_errors:
+            return "Validation of arguments failed:\n%s" % "\n".join(type_errors + errors), type_errors + errors
+        if errors:
+            return "; ".join(errors), errors
+        return None, []
+
+    def _writable(self, dirs, task_vars):
+        """The message for each directory that is not there or not writable."""
+        out = []
+        user = task_vars.get("ansible_user") or "the connecting user"
+        for name, path in sorted((dirs or {}).items()):
+            if not path:
+                continue
+            st = self._execute_module(module_name="ansible.builtin.stat",
+                                      module_args={"path": path, "get_checksum": False},
+                                      task_vars=task_vars).get("stat") or {}
+            if st.get("isdir") and st.get("writeable"):
+                continue
+            why = ("does not exist" if not st.get("exists") else "not a directory" if not st.get("isdir")
+                   else "not writable")
+            out.append("%s must be an existing directory that %s can write (got '%s': %s)" % (name, user, path, why))
+        return out
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        verify = dict(args.get("verify") or {})
+        if not verify.get("link"):
+            raise AnsibleActionFail("verify_venv: verify.link (the stable path) is required")
+        msg, errors = self._check(args.get("checks"), task_vars)
+        if msg:
+            result.update(failed=True, msg=msg, argument_errors=errors)
+            return result
+        try:
+            errors = self._writable(args.get("writable_dirs"), task_vars)
+            if errors:
+                result.update(failed=True, msg="; ".join(errors), argument_errors=errors)
+                return result
+            res = self._execute_module(module_name=MODULE, module_args=verify, task_vars=task_vars)
+        except AnsibleConnectionFailure as e:
+            res = {"unreachable": True, "msg": str(e)}
+        except AnsibleError:
+            raise
+        # the module's own result (its facts included) stays as it was; the
+        # summary is beside it
+        res.pop("invocation", None)
+        res.pop("_ansible_parsed", None)
+        summary = summarize(res, verify["link"])
+        failed = bool(res.pop("failed", False))
+        res.pop("unreachable", None)
+        result.update(res)
+        result.update(summary)
+        result["verify_failed"] = failed
+        result["changed"] = False
+        return result

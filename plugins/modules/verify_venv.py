@@ -1,0 +1,165 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+# The work is done by the action plugin of the same name (plugins/action/verify_venv.py),
+# on the controller, which runs gpufleet.inference.torch_verify on the host; this file holds its documentation.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: verify_venv
+short_description: Check the inputs, verify a venv with torch_verify and summarize it, in one task
+version_added: 0.4.0
+description:
+  - The verify role's task. First the check groups of O(checks), on the controller - the types of one entry point of
+    a role's argument spec (read from its file once per process) and the caller's value rules, rendered into
+    messages. A type error or a message fails the task before anything is read on the host, with the wording of
+    gpufleet.inference.check_vars.
+  - Then each directory of O(writable_dirs) with a non-empty path must exist on the host and be writable by the
+    connecting user (one C(ansible.builtin.stat) each), or the task fails naming the variable.
+  - Then gpufleet.inference.torch_verify runs once with O(verify), and the result carries its summary beside the
+    module's own result - what the roles and the fleet report read (RV(passed), RV(fail_message), RV(target), ...).
+  - A verification that did not pass does not fail the task (RV(passed) is V(false)); a host lost during it is
+    not unreachable either (RV(host_unreachable) is V(true)). The caller decides - the verify role's main fails
+    the host, verify.yml fails it after the fleet report.
+author:
+  - gpufleet.inference maintainers (@gpufleet)
+options:
+  checks:
+    description:
+      - Check groups, each a dict with C(spec) (the path of a role's C(meta/argument_specs.yml)), C(entry_point)
+        (default C(main)) and C(errors) (a list of messages; empty strings are rules that held).
+      - The options of the entry point are read from the task's variables and type-checked.
+    type: list
+    elements: dict
+    default: []
+  writable_dirs:
+    description: Directories on the host that must exist and be writable, by the name of the variable that gives each.
+    type: dict
+    default: {}
+  verify:
+    description: The options of gpufleet.inference.torch_verify; C(link) (the stable path) is required.
+    type: dict
+    required: true
+attributes:
+  action:
+    description: The work is done by the action plugin of the same name.
+    support: full
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: full
+    details: It only reads; RV(passed) is V(null) for a venv that only a real run would create.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+seealso:
+  - module: gpufleet.inference.torch_verify
+  - module: gpufleet.inference.check_vars
+'''
+
+EXAMPLES = r'''
+- name: Verify the active venv
+  gpufleet.inference.verify_venv:
+    checks:
+      - spec: "{{ role_path }}/meta/argument_specs.yml"
+        entry_point: main
+        errors: "{{ [] if verify_timeout | int > 0 else ['verify_timeout must be > 0'] }}"
+    writable_dirs:
+      gpufleet_textfile_dir: /var/lib/node_exporter/textfile
+    verify:
+      link: ~/ml-env
+      gpu: true
+  register: verify_result
+
+- name: Fail the host when it did not pass
+  ansible.builtin.assert:
+    that: verify_result.passed is none or verify_result.passed
+    fail_msg: "{{ verify_result.fail_message }}"
+'''
+
+RETURN = r'''
+passed:
+  description: Whether the venv passed; V(null) in check mode for a venv only a real run would create.
+  returned: success
+  type: bool
+fail_message:
+  description: What a host that did not pass is failed with (empty when it passed).
+  returned: success
+  type: str
+message:
+  description: torch_verify's message when it did not pass.
+  returned: success
+  type: str
+host_unreachable:
+  description: The host was lost during the verification (it counts as not passed).
+  returned: success
+  type: bool
+verify_failed:
+  description: torch_verify itself failed (or the host was lost).
+  returned: success
+  type: bool
+link_path:
+  description: The stable path, expanded.
+  returned: success
+  type: str
+history_path:
+  description: The file of the stable path's history.
+  returned: success
+  type: str
+target:
+  description: The venv verified.
+  returned: success
+  type: str
+active_venv:
+  description: The venv the stable path points at.
+  returned: success
+  type: str
+previous_venv:
+  description: The venv before the active one in the history, if the active one is its last.
+  returned: success
+  type: str
+history:
+  description: The venvs the stable path pointed at, oldest first.
+  returned: success
+  type: list
+  elements: str
+link_is_directory:
+  description: A hand-built venv directory is at the stable path (adopted).
+  returned: success
+  type: bool
+gpu:
+  description: The GPU facts (torch_verify's C(gpufleet_gpu)).
+  returned: success
+  type: dict
+torch:
+  description: What the venv's interpreter said of torch, CUDA and the checks (C(gpufleet_torch) without packages and markers).
+  returned: success
+  type: dict
+packages:
+  description: The venv's installed distributions, name to version.
+  returned: success
+  type: dict
+mismatches:
+  description: The expectations that did not hold.
+  returned: success
+  type: list
+  elements: dict
+sgl_kernel_abi_key:
+  description: The ABI key of the installed sgl_kernel build (its marker), or empty.
+  returned: success
+  type: str
+sgl_kernel_targets:
+  description: The GPU targets the installed sgl_kernel wheel carries (its arch audit).
+  returned: success
+  type: list
+  elements: str
+deploy_stamp:
+  description: deploy.yml's record in the venv (C(key), C(venv)), or empty.
+  returned: success
+  type: dict
+'''

@@ -1,0 +1,150 @@
+# -*- coding: utf-8 -*-
+"""Action plugin verify_venv: checks, verification and summary in one task."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from unittest.mock import MagicMock
+
+import pytest
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.parsing.dataloader import DataLoader
+from ansible.playbook.play_context import PlayContext
+from ansible.template import Templar
+
+from ansible_collections.gpufleet.inference.plugins.action import verify_venv
+from ansible_collections.gpufleet.inference.plugins.action.verify_venv import ActionModule, summarize
+
+SPEC = """argument_specs:
+  main:
+    options:
+      keep: {type: int}
+      smoke: {type: bool}
+"""
+LINK = {"link_path": "/home/deploy/ml-env", "history_path": "/home/deploy/.ml-env.history", "target": "/v/b",
+        "active_venv": "/v/b", "history": ["/v/a", "/v/b"], "link_is_directory": False}
+GOOD = {"changed": False, "link": LINK, "probed": True, "msg": "verified",
+        "ansible_facts": {"gpufleet_gpu": {"count": 1},
+                          "gpufleet_torch": {"torch_version": "2.13.0", "packages": {"torch": "2.13.0"},
+                                             "markers": {"gpufleet-sgl_kernel.json": {"abi_key": "k",
+                                                                                      "compiled_targets": ["sm_90a"]},
+                                                         "gpufleet-deployed.json": {"key": "d"}}}}}
+
+
+def action(args, modules, check_mode=False):
+    task = MagicMock()
+    task.args = args
+    task.async_val = 0
+    task.check_mode = check_mode
+    task.diff = False
+    loader = DataLoader()
+    act = ActionModule(task, MagicMock(), PlayContext(), loader, Templar(loader=loader), None)
+    calls = []
+
+    def execute(module_name, module_args, task_vars):
+        calls.append((module_name, module_args))
+        out = modules[module_name]
+        if isinstance(out, Exception):
+            raise out
+        return dict(out)
+
+    act._execute_module = execute
+    return act, calls
+
+
+@pytest.fixture()
+def spec(tmp_path):
+    path = tmp_path / "argument_specs.yml"
+    path.write_text(SPEC)
+    return str(path)
+
+
+def test_summary_of_a_passed_verification():
+    s = summarize(dict(GOOD), "~/ml-env")
+    assert s["passed"] is True and s["fail_message"] == "" and s["message"] == ""
+    assert (s["target"], s["active_venv"], s["previous_venv"]) == ("/v/b", "/v/b", "/v/a")
+    assert s["torch"] == {"torch_version": "2.13.0"}
+    assert s["packages"] == {"torch": "2.13.0"}
+    assert (s["sgl_kernel_abi_key"], s["sgl_kernel_targets"]) == ("k", ["sm_90a"])
+    assert s["deploy_stamp"] == {"key": "d"}
+    assert s["host_unreachable"] is False
+
+
+def test_summary_of_a_failed_and_of_a_check_mode_verification():
+    s = summarize(dict(GOOD, failed=True, msg="torch 2.12 != 2.13"), "~/ml-env")
+    assert s["passed"] is False
+    assert s["fail_message"] == "verification of /v/b failed: torch 2.12 != 2.13"
+    assert summarize(dict(GOOD, probed=False), "~/ml-env")["passed"] is None
+    # the previous venv only when the active one is the last of the history
+    assert summarize(dict(GOOD, link=dict(LINK, history=["/v/b", "/v/a"])), "~/ml-env")["previous_venv"] == ""
+
+
+def test_a_verification_that_did_not_pass_does_not_fail_the_task():
+    act, calls = action({"verify": {"link": "~/ml-env"}},
+                        {verify_venv.MODULE: dict(GOOD, failed=True, msg="wrong torch")})
+    res = act.run(task_vars={})
+    assert not res.get("failed")
+    assert res["verify_failed"] is True and res["passed"] is False
+    assert res["fail_message"] == "verification of /v/b failed: wrong torch"
+    assert [c[0] for c in calls] == [verify_venv.MODULE]
+
+
+def test_a_host_lost_during_the_verification_is_summarized_not_dropped():
+    act, dummy = action({"verify": {"link": "~/ml-env"}},
+                        {verify_venv.MODULE: AnsibleConnectionFailure("ssh: connect to host: Connection refused")})
+    res = act.run(task_vars={})
+    assert not res.get("failed") and "unreachable" not in res
+    assert res["host_unreachable"] is True and res["passed"] is False
+    assert res["fail_message"].startswith("host unreachable while verifying: ssh: connect")
+
+
+def test_a_bad_input_fails_before_the_host_is_read(spec):
+    act, calls = action({"checks": [{"spec": spec, "errors": ["", "keep must be >= 0 (got -1)"]}],
+                         "verify": {"link": "~/ml-env"}}, {verify_venv.MODULE: GOOD})
+    res = act.run(task_vars={"keep": -1})
+    assert res["failed"] and res["msg"] == "keep must be >= 0 (got -1)"
+    assert calls == []
+
+
+def test_type_errors_of_every_group_come_first(spec):
+    act, calls = action({"checks": [{"spec": spec, "errors": ["a rule (got x)"]}, {"spec": spec, "errors": []}],
+                         "verify": {"link": "~/ml-env"}}, {verify_venv.MODULE: GOOD})
+    res = act.run(task_vars={"smoke": "maybe"})
+    lines = res["msg"].splitlines()
+    assert lines[0] == "Validation of arguments failed:"
+    assert "smoke" in lines[1] and "bool" in lines[1]
+    assert lines[-1] == "a rule (got x)"
+    assert calls == []
+
+
+def test_an_unknown_entry_point_is_an_error(spec):
+    act, dummy = action({"checks": [{"spec": spec, "entry_point": "nope"}], "verify": {"link": "~/ml-env"}}, {})
+    with pytest.raises(AnsibleActionFail, match="has no entry point 'nope'"):
+        act.run(task_vars={})
+
+
+@pytest.mark.parametrize("stat, why", [
+    ({"exists": False}, "does not exist"),
+    ({"exists": True, "isdir": False}, "not a directory"),
+    ({"exists": True, "isdir": True, "writeable": False}, "not writable"),
+])
+def test_a_directory_that_must_be_writable_is_checked_on_the_host(stat, why):
+    act, calls = action({"writable_dirs": {"gpufleet_textfile_dir": "/srv/metrics", "other": ""},
+                         "verify": {"link": "~/ml-env"}},
+                        {"ansible.builtin.stat": {"stat": stat}, verify_venv.MODULE: GOOD})
+    res = act.run(task_vars={"ansible_user": "deploy"})
+    assert res["failed"]
+    assert res["msg"] == ("gpufleet_textfile_dir must be an existing directory that deploy can write "
+                          "(got '/srv/metrics': %s)" % why)
+    # the empty path is not looked at, and nothing is verified
+    assert calls == [("ansible.builtin.stat", {"path": "/srv/metrics", "get_checksum": False})]
+
+
+def test_a_writable_directory_passes_on_to_the_verification():
+    act, calls = action({"writable_dirs": {"gpufleet_textfile_dir": "/srv/metrics"}, "verify": {"link": "~/ml-env"}},
+                        {"ansible.builtin.stat": {"stat": {"exists": True, "isdir": True, "writeable": True}},
+                         verify_venv.MODULE: GOOD})
+    res = act.run(task_vars={})
+    assert res["passed"] is True
+    assert [c[0] for c in calls] == ["ansible.builtin.stat", verify_venv.MODULE]
