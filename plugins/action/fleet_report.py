@@ -26,6 +26,7 @@ ARGUMENT_SPEC = {
     "hosts": {"type": "list", "elements": "str"},
     "result_var": {"type": "str", "default": "gpufleet_result"},
     "stage_var": {"type": "str", "default": "gpufleet_stage"},
+    "reach_var": {"type": "str"},
     "outlier_ratio": {"type": "float", "default": fleet_report.DEFAULT_OUTLIER_RATIO},
     "outliers_fail": {"type": "bool", "default": False},
     "inventory": {"type": "str"},
@@ -38,12 +39,18 @@ def _plain(value):
     return json.loads(json.dumps(value, default=str))
 
 
-def host_record(hostvars, host, result_var, stage_var, mode="verify"):
-    """(result, stage) of one host. A host with no record of its own whose
-    verification ran in this play (verify.yml records none on the host: its
-    verify_result is the record) gets it built here, as the fleet role's
-    record.yml would. A host with neither (a later serial batch, a host the
-    play never reached) gives (None, '')."""
+def host_record(hostvars, host, result_var, stage_var, mode="verify", through=(), reach_var=None):
+    """(result, stage) of one host. Its record is built here, as the fleet
+    role's record.yml would with status "ok", where the host has none of its
+    own but its verification ran in this play (verify.yml records none on the
+    host: its verify_result is the record), and where its record still says
+    "running" but the host got through the play (it is in ``through``, the
+    play's hosts that neither failed nor became unreachable: a failure was
+    caught and recorded by the play's rescue, so a host still "running" and
+    still in the play ended without one). A host still "running" that is not
+    in ``through`` was lost on the connection; the report says so. A host
+    with neither (a later serial batch, a host the play never reached) gives
+    (None, '')."""
     if host not in hostvars:
         return None, ""
     hv = hostvars[host]  # computes the host's variables: once per host
@@ -55,12 +62,22 @@ def host_record(hostvars, host, result_var, stage_var, mode="verify"):
             return None
 
     result = read(result_var)
+    stage = read(stage_var)
+    reach = read(reach_var) if reach_var else None
+    if isinstance(reach, dict) and isinstance(reach.get("record"), dict):
+        # the reach step's (gpufleet.inference.fleet_reach) stand for the
+        # host's own until it sets them
+        result = reach["record"] if result is None else result
+        stage = reach.get("stage") if stage is None else stage
     if result is None and isinstance(read("verify_result"), dict):
         return _plain(fleet_record(hv, "ok", None, mode)), mode
+    if isinstance(result, dict) and result.get("status") == "running" and host in through:
+        stage = str(stage or "")
+        return _plain(fleet_record(hv, "ok", None, stage)), stage
     if result is not None and not isinstance(result, dict):
         raise AnsibleActionFail("fleet_report: %s of %s must be a dict or undefined (got %s)"
                                 % (result_var, host, type(result).__name__))
-    return (_plain(result) if result is not None else None), str(read(stage_var) or "")
+    return (_plain(result) if result is not None else None), str(stage or "")
 
 
 class ActionModule(ActionBase):
@@ -91,9 +108,13 @@ class ActionModule(ActionBase):
 
         hosts = args["hosts"] if args["hosts"] is not None else list(task_vars.get("ansible_play_hosts_all") or [])
         hostvars = task_vars.get("hostvars") or {}
+        # the play's hosts that neither failed nor became unreachable, in
+        # every serial batch so far
+        through = frozenset(task_vars.get("ansible_play_hosts") or ())
         results, stages = [], []
         for host in hosts:
-            entry, stage = host_record(hostvars, host, args["result_var"], args["stage_var"], args["mode"])
+            entry, stage = host_record(hostvars, host, args["result_var"], args["stage_var"], args["mode"], through,
+                                       args["reach_var"])
             results.append(entry)
             stages.append(stage)
         inventory = args["inventory"]

@@ -104,11 +104,27 @@ def summarize(res, link_default):
     }
 
 
+def expect_deploy_key(summary, key, host):
+    """deploy.yml's fast path: the verified venv must still carry the deploy
+    key the run chose it for (another run may have switched the stable path
+    while this one waited for the host lock). A venv without it did not pass,
+    and nothing was changed; one with it says so in ``msg``."""
+    found = (summary.get("deploy_stamp") or {}).get("key") or ""
+    if found == key:
+        summary["msg"] = ("deploy key %s is already active (%s): verified it, nothing else to do; "
+                          "gpufleet_full_run=true walks the whole chain" % (key, summary["target"]))
+        return
+    summary["passed"] = False
+    summary["fail_message"] = summary["message"] = (
+        "the active venv changed after %s was reached (another run?): %s does not carry deploy key %s; "
+        "nothing was changed, re-run." % (host, summary["target"] or summary["link_path"], key))
+
+
 class ActionModule(ActionBase):
     """Check the inputs, verify once, summarize."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify"))
+    _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify", "deploy_key"))
 
     def _check(self, checks, task_vars):
         """Every error of every check group, types first (check_vars' wording)."""
@@ -176,6 +192,9 @@ class ActionModule(ActionBase):
         res.pop("invocation", None)
         res.pop("_ansible_parsed", None)
         summary = summarize(res, verify["link"])
+        key = args.get("deploy_key") or ""
+        if key and summary["passed"]:
+            expect_deploy_key(summary, key, task_vars.get("inventory_hostname") or "the host")
         failed = bool(res.pop("failed", False))
         res.pop("unreachable", None)
         result.update(res)

@@ -63,6 +63,14 @@ options:
       - The host variable that names the stage a host was in; used where its result is still C(running).
     type: str
     default: gpufleet_stage
+  reach_var:
+    description:
+      - The host variable that holds the registered result of gpufleet.inference.fleet_reach, the run's first
+        task; its C(record) and C(stage) stand for a host's O(result_var) and O(stage_var) until it sets its own.
+      - A host whose record still says C(running) gets its C(ok) record built here when it is still in the play
+        (C(ansible_play_hosts) - no failure, not unreachable), as the fleet role's C(record.yml) would; one that
+        left the play was lost on the connection and is reported unreachable.
+    type: str
   outlier_ratio:
     description:
       - A GPU's throughput or a host's all-reduce bandwidth below this share of its siblings' median is an outlier
@@ -154,6 +162,14 @@ status:
   returned: success
   type: dict
   sample: {"gpu01": "ok", "gpu02": "failed"}
+finish:
+  description:
+    - What the run's last task on each host reads (the fleet role's C(finish.yml)) - C(status), C(fail) (failed,
+      unreachable or drift that is not only outliers), C(msg) (why, when it fails) and C(textfile) (the host has
+      metrics of this run to put in place).
+  returned: success
+  type: dict
+  sample: {"gpu02": {"status": "failed", "fail": true, "msg": "gpu02: failed in verify: ...", "textfile": true}}
 paths:
   description: The files written - C(json), C(md), C(html), C(prom) and C(textfile_dir), the directory of the per-host files.
   returned: success

@@ -46,6 +46,13 @@ options:
     description: The options of gpufleet.inference.torch_verify; C(link) (the stable path) is required.
     type: dict
     required: true
+  deploy_key:
+    description:
+      - The deploy key (deploy.yml's fast path) that the verified venv must carry in its
+        C(gpufleet-deployed.json) marker (give it in O(verify)'s C(markers)). A venv that carries another key
+        did not pass (RV(passed) is V(false), RV(fail_message) says so); empty checks no key.
+    type: str
+    default: ""
 attributes:
   action:
     description: The work is done by the action plugin of the same name.

@@ -59,6 +59,8 @@ def fleet_record(hostvars, status="ok", message=None, stage=""):
         "active_venv": _get(hostvars, "activate_active_venv", verify.get("active_venv", "")),
         "previous_venv": _get(hostvars, "activate_previous_venv", verify.get("previous_venv", "")),
         "activated": bool(_get(hostvars, "activate_switched", False)),
+        # deploy.yml's fast path: the active venv already carried the run's deploy key
+        "fast_path": bool((_get(hostvars, "__fleet_reach", {}) or {}).get("fast")),
         # the hand-built venv found at the stable path: as found, and where it went
         "adopted": adopted,
         "gpu": verify.get("gpu") or _get(hostvars, "_fleet_preflight_gpu", {}) or {},

@@ -458,6 +458,7 @@ def host_row(name, entry, previous_row, lock_dir, mode):
         "active_venv": entry.get("active_venv"),
         "previous_venv": entry.get("previous_venv"),
         "activated": bool(entry.get("activated")),
+        "fast_path": bool(entry.get("fast_path")),
         "adopted": _adopted(entry.get("adopted")),
         "gpus": gpus,
         "gpu_count": len(gpus),
@@ -771,7 +772,25 @@ def outcome(report, previous, paths):
         "failing": [r["host"] for r in report["hosts"] if r["status"] in BAD_STATUSES and not r["outliers_only"]],
         "outliers_only": [r["host"] for r in report["hosts"] if r["outliers_only"]],
         "status": {r["host"]: r["status"] for r in report["hosts"]},
+        # what the run's last task on each host reads (the fleet role's
+        # finish.yml): a few words per host, so that it never templates the
+        # whole report or the host's variables again
+        "finish": {r["host"]: finish_entry(r) for r in report["hosts"]},
         "paths": paths,
+    }
+
+
+def finish_entry(row):
+    """One host's end of the run: fail it or not, with the message that says why."""
+    fail = row["status"] in BAD_STATUSES and not row["outliers_only"]
+    message = row.get("message") or ("see the fleet report for the drift" if row["status"] == "drift" else "")
+    return {
+        "status": row["status"],
+        "fail": fail,
+        "msg": "%s: %s%s: %s" % (row["host"], row["status"], " in " + row["stage"] if row.get("stage") else "",
+                                 message) if fail else "",
+        # a host the run never reached has no metrics of this run to put in place
+        "textfile": row["status"] not in ("unreachable", "not_run"),
     }
 
 

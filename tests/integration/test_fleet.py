@@ -119,17 +119,23 @@ def test_deploy_from_nothing(fleet):
         assert r[h]["requirement_conflicts"] == []
 
 
+def fast_path_hosts(fleet):
+    """The hosts the last run's report says took deploy.yml's fast path."""
+    with open(os.path.join(fleet["reports"], "fleet-report.json"), encoding="utf-8") as fh:
+        return {r["host"] for r in json.load(fh)["hosts"] if r["fast_path"]}
+
+
 def test_second_deploy_changes_nothing(fleet):
     rc, out, stats = play(fleet, DEPLOY)
     assert rc == 0, out[-6000:]
     assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
     # same code and inputs: every host takes the fast path (verify + report only)
-    assert out.count("is already active (") == len(HOSTS), out[-6000:]
+    assert fast_path_hosts(fleet) == set(HOSTS)
     assert "TASK [gpufleet.inference.fleet : Stage venv]" not in out
     # gpufleet_full_run walks the whole chain, and still changes nothing
     rc, out, stats = play(fleet, DEPLOY, extra={"gpufleet_full_run": True})
     assert rc == 0, out[-6000:]
-    assert "TASK [gpufleet.inference.fleet : Stage venv]" in out and "is already active (" not in out
+    assert "TASK [gpufleet.inference.fleet : Stage venv]" in out and fast_path_hosts(fleet) == set()
     assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
     assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
 

@@ -227,3 +227,47 @@ def test_an_unwritable_report_directory_fails_the_task(tmp_path):
     blocker.write_text("")
     with pytest.raises(AnsibleActionFail, match="cannot write the report under"):
         report({"out_dir": str(blocker / "reports"), "mode": "verify"}, task_vars(fleet({})))
+
+
+# ------------------------------------------------------------ deploy.yml's records
+
+VERIFIED = {"passed": True, "target": "/home/deploy/ml-env-abc", "active_venv": "/home/deploy/ml-env-abc",
+            "torch": {"torch_version": "2.13.0"}, "packages": {"torch": "2.13.0"}, "fail_message": ""}
+
+
+def test_a_host_still_running_is_ok_when_it_got_through_and_unreachable_when_it_left_the_play(tmp_path):
+    """No record task on the ok path: a host still "running" and still in the play got
+    through (its verification decides), one that left the play was lost."""
+    hostvars = fleet({"gpu01": {"_r": {"status": "running"}, "_s": "verify", "verify_result": VERIFIED},
+                      "gpu02": {"_r": {"status": "running"}, "_s": "torch"},
+                      "gpu03": {"_r": {"status": "running"}, "_s": "verify",
+                                "verify_result": dict(VERIFIED, passed=False, fail_message="wrong torch")}})
+    result, dummy, dummy = report({"out_dir": str(tmp_path), "mode": "deploy", "result_var": "_r", "stage_var": "_s"},
+                                  task_vars(hostvars, ansible_play_hosts=["gpu01", "gpu03"]))
+    assert result["status"] == {"gpu01": "ok", "gpu02": "unreachable", "gpu03": "failed"}
+    rows = {r["host"]: r for r in read_json(tmp_path / "fleet-report.json")["hosts"]}
+    assert rows["gpu01"]["torch_version"] == "2.13.0" and rows["gpu01"]["stage"] == ""
+    assert "host became unreachable during the run (last stage: torch)" in rows["gpu02"]["message"]
+    assert (rows["gpu03"]["stage"], rows["gpu03"]["message"]) == ("verify", "wrong torch")
+    # what finish.yml reads: a few words per host
+    assert result["finish"]["gpu01"] == {"status": "ok", "fail": False, "msg": "", "textfile": True}
+    assert result["finish"]["gpu02"]["fail"] is True and result["finish"]["gpu02"]["textfile"] is False
+    assert result["finish"]["gpu03"] == {"status": "failed", "fail": True, "textfile": True,
+                                         "msg": "gpu03: failed in verify: wrong torch"}
+
+
+def test_the_reach_steps_record_and_stage_stand_for_the_hosts_own(tmp_path):
+    reach = {"record": {"status": "running"}, "stage": "verify", "fast": True}
+    lost = {"record": {"status": "unreachable", "stage": "connect", "message": "ssh: no route"}, "stage": "connect"}
+    hostvars = fleet({"gpu01": {"__fleet_reach": reach, "verify_result": VERIFIED},
+                      # the rescue's record (set_fact) wins over the reach step's
+                      "gpu02": {"__fleet_reach": dict(reach, fast=False), "_s": "torch",
+                                "_r": {"status": "failed", "stage": "torch", "message": "no index"}},
+                      "gpu03": {"__fleet_reach": lost}})
+    args = {"out_dir": str(tmp_path), "mode": "deploy", "result_var": "_r", "stage_var": "_s", "reach_var": "__fleet_reach"}
+    result, dummy, dummy = report(args, task_vars(hostvars, ansible_play_hosts=list(HOSTS)))
+    assert result["status"] == {"gpu01": "ok", "gpu02": "failed", "gpu03": "unreachable"}
+    rows = {r["host"]: r for r in read_json(tmp_path / "fleet-report.json")["hosts"]}
+    assert rows["gpu01"]["fast_path"] is True and rows["gpu02"]["fast_path"] is False
+    assert rows["gpu02"]["message"] == "no index" and rows["gpu03"]["message"] == "ssh: no route"
+    assert result["finish"]["gpu03"]["msg"] == "gpu03: unreachable in connect: ssh: no route"

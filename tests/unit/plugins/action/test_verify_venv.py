@@ -148,3 +148,19 @@ def test_a_writable_directory_passes_on_to_the_verification():
     res = act.run(task_vars={})
     assert res["passed"] is True
     assert [c[0] for c in calls] == ["ansible.builtin.stat", verify_venv.MODULE]
+
+
+def test_the_fast_paths_deploy_key_must_be_the_verified_venvs():
+    act, dummy = action({"verify": {"link": "~/ml-env"}, "deploy_key": "d"}, {verify_venv.MODULE: GOOD})
+    res = act.run(task_vars={"inventory_hostname": "sbx1"})
+    assert res["passed"] is True and res["msg"].startswith("deploy key d is already active (/v/b)")
+    act, dummy = action({"verify": {"link": "~/ml-env"}, "deploy_key": "other"}, {verify_venv.MODULE: GOOD})
+    res = act.run(task_vars={"inventory_hostname": "sbx1"})
+    assert not res.get("failed") and res["passed"] is False
+    assert res["fail_message"] == ("the active venv changed after sbx1 was reached (another run?): /v/b does not "
+                                   "carry deploy key other; nothing was changed, re-run.")
+    # a verification that did not pass keeps its own message
+    act, dummy = action({"verify": {"link": "~/ml-env"}, "deploy_key": "other"},
+                        {verify_venv.MODULE: dict(GOOD, failed=True, msg="wrong torch")})
+    res = act.run(task_vars={"inventory_hostname": "sbx1"})
+    assert res["fail_message"] == "verification of /v/b failed: wrong torch"

@@ -1,0 +1,105 @@
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin gpufleet.inference.fleet_reach: the first task of deploy.yml
+and rollback.yml on each host, in one task.
+
+1. gpufleet.inference.venv_link_info on the host (read-only, the connection
+   is made here): the stable path, the active venv and the deploy key
+   recorded in it. A host that cannot be reached is recorded as unreachable
+   (stage connect) instead of failing the task, so that the report and the
+   final failure still cover it. The module's own failure (a stable path that
+   is not a symlink, a bad gpufleet_venv_link) does not fail the task either:
+   it is left to the validation and the stages, which name the variable.
+2. On the controller, deploy.yml's choice between the fast path and the full
+   chain: the deploy key (filter gpufleet.inference.deploy_key: the
+   collection's code and every deploy input the host has) against the one
+   recorded in the active venv. Only a run of the whole chain (no --tags, no
+   --skip-tags) without full_run may take the fast path.
+
+The result (registered by the playbook) carries the host's first record
+(``record``: running, or unreachable), the ``stage`` a failure from here on is
+recorded at, ``deploy_key``, ``fast`` and ``whole_run``. It was a module task
+and a set_fact: two workers per host, now one.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.inference.plugins.filter.deploy_key import deploy_key
+
+MODULE = "gpufleet.inference.venv_link_info"
+MARKER = "gpufleet-deployed.json"
+ARGUMENT_SPEC = {
+    "link": {"type": "raw", "required": True},
+    "adopt": {"type": "raw", "default": False},
+    "mode": {"type": "str", "required": True, "choices": ["deploy", "rollback"]},
+    "full_run": {"type": "raw", "default": False},
+    "first_stage": {"type": "str", "default": "connect"},
+    "root": {"type": "path", "required": True},
+}
+
+
+def _flag(value):
+    """A boolean input, leniently (a bad value is the validation's to name, later)."""
+    try:
+        return boolean(value, strict=False)
+    except TypeError:
+        return False
+
+
+def choose(res, mode, key, recorded_ok, first_stage):
+    """(record, stage, fast) from the module's result and the deploy key."""
+    if res.get("unreachable"):
+        return ({"status": "unreachable", "stage": "connect", "message": res.get("msg") or "unreachable"},
+                "connect", False)
+    recorded = ((res.get("markers") or {}).get(MARKER) or {}) if recorded_ok else {}
+    fast = mode == "deploy" and bool(key) and isinstance(recorded, dict) and recorded.get("key") == key
+    return {"status": "running"}, "verify" if fast else first_stage, fast
+
+
+class ActionModule(ActionBase):
+    """Reach the host, read its stable path and deploy key, choose the path."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        module_args = {"link": args["link"], "markers": [MARKER], "adopt": _flag(args["adopt"])}
+        try:
+            res = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        except AnsibleConnectionFailure as exc:
+            res = {"unreachable": True, "msg": str(exc)}
+        res.pop("invocation", None)
+        res.pop("_ansible_parsed", None)
+        lost = bool(res.pop("unreachable", False))
+        link_failed = bool(res.pop("failed", False))
+        mode = args["mode"]
+        key = ""
+        if mode == "deploy" and not lost:
+            host = task_vars.get("inventory_hostname")
+            key = deploy_key(task_vars["hostvars"][host], args["root"])
+        whole = list(task_vars.get("ansible_run_tags") or ["all"]) == ["all"] and not task_vars.get("ansible_skip_tags")
+        record, stage, fast = choose(dict(res, unreachable=lost), mode, key,
+                                     whole and not _flag(args["full_run"]), args["first_stage"])
+        result.update(res)
+        result.update({
+            "changed": False,
+            # not "unreachable" or "failed": either would end the host here
+            "host_unreachable": lost,
+            "link_failed": link_failed,
+            "record": record,
+            "stage": stage,
+            "deploy_key": key,
+            "whole_run": whole,
+            "fast": fast,
+        })
+        return result
