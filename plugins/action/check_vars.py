@@ -15,6 +15,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleError
 from ansible.plugins.action.validate_argument_spec import ActionModule as ValidateArgumentSpec
 
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import RULES, rule_errors
+
 
 class ActionModule(ValidateArgumentSpec):
     """validate_argument_spec, plus the caller's own error messages."""
@@ -22,10 +24,20 @@ class ActionModule(ValidateArgumentSpec):
     def run(self, tmp=None, task_vars=None):
         args = dict(self._task.args)
         errors = args.pop("errors", None) or []
+        rules = args.pop("rules", None)
         if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
             raise AnsibleError("check_vars: errors must be a list of messages, got %s" % type(errors).__name__)
         # A message list may carry empty entries (a rule that passed renders to '').
         errors = [e.strip() for e in errors if e.strip()]
+        if rules is not None:
+            # a role's value rules (plugin_utils value_rules), "<role>.<entry point>"
+            key = tuple(str(rules).split(".", 1))
+            if key not in RULES:
+                raise AnsibleError("check_vars: rules must be one of %s, got %r"
+                                   % (", ".join(".".join(k) for k in sorted(RULES)), rules))
+            values = dict(self.get_args_from_task_vars(args.get("argument_spec") or {}, task_vars or {}),
+                          **(args.get("provided_arguments") or {}))
+            errors = rule_errors(key[0], key[1], values) + errors
         self._task.args = args
         result = super().run(tmp, task_vars)
         type_errors = list(result.get("argument_errors") or [])

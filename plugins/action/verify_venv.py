@@ -32,6 +32,8 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleE
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
+
 try:
     import yaml
     _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -40,6 +42,13 @@ except ImportError:  # pragma: no cover - ansible-core requires PyYAML
 
 MODULE = "gpufleet.inference.torch_verify"
 _SPECS = {}
+# the collection's root: a check group that names a role reads its spec there
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def role_spec(role):
+    """The path of a role's argument spec in this collection."""
+    return os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")
 
 
 def load_options(path, entry_point):
@@ -130,9 +139,11 @@ class ActionModule(ActionBase):
         """Every error of every check group, types first (check_vars' wording)."""
         type_errors, errors = [], []
         for group in checks or []:
-            if not isinstance(group, dict) or "spec" not in group:
-                raise AnsibleActionFail("verify_venv: each of checks must be a dict with spec (got %r)" % (group,))
-            options = load_options(group["spec"], group.get("entry_point", "main"))
+            if not isinstance(group, dict) or not ("spec" in group or "role" in group):
+                raise AnsibleActionFail("verify_venv: each of checks must be a dict with role or spec (got %r)"
+                                        % (group,))
+            entry_point = group.get("entry_point", "main")
+            options = load_options(group.get("spec") or role_spec(group["role"]), entry_point)
             provided = {}
             for name in options:
                 if name in task_vars:
@@ -142,6 +153,9 @@ class ActionModule(ActionBase):
             listed = group.get("errors") or []
             if not isinstance(listed, list) or not all(isinstance(e, str) for e in listed):
                 raise AnsibleActionFail("verify_venv: the errors of a check group must be a list of messages")
+            if group.get("role"):
+                # the role's value rules (plugin_utils value_rules), on the values just checked
+                errors.extend(rule_errors(group["role"], entry_point, provided))
             errors.extend(e.strip() for e in listed if e.strip())
         if type_errors:
             return "Validation of arguments failed:\n%s" % "\n".join(type_errors + errors), type_errors + errors

@@ -45,6 +45,13 @@ options:
     type: list
     elements: str
     default: []
+  rules:
+    description:
+      - The value rules of a role's entry point, written in the collection (plugin_utils C(value_rules)), checked on
+        the same values as the types - V(fleet.validate) (the playbooks' inputs) or V(verify.main) (the verify
+        role's). Their messages come before O(errors).
+    type: str
+    choices: [fleet.validate, verify.main]
 extends_documentation_fragment:
   - gpufleet.inference.read_only
 attributes:

@@ -62,3 +62,23 @@ def test_values_not_provided_come_from_the_task_variables():
 def test_errors_must_be_a_list_of_messages(errors):
     with pytest.raises(AnsibleError, match="errors must be a list of messages"):
         run({"argument_spec": SPEC, "errors": errors})
+
+
+def test_a_roles_value_rules_run_on_the_same_values_before_the_callers_messages():
+    spec = {"verify_timeout": {"type": "int"}, "verify_venv": {"type": "str"}}
+    res = run({"argument_spec": spec, "rules": "verify.main", "errors": ["extra (got 1)"],
+               "provided_arguments": {"verify_venv": "rel"}},
+              task_vars={"verify_timeout": 0, "verify_venv_link": "~/ml-env", "verify_imports": []})
+    assert res["failed"]
+    # verify_venv_link and verify_imports are not in this spec: the rules see only the spec's values
+    assert res["argument_errors"][:3] == [
+        "verify_venv_link (gpufleet_venv_link) must be an absolute or ~/ path without spaces, not ending in / (got '')",
+        "verify_venv must be '' (the active venv) or an absolute or ~/ path (got 'rel')",
+        "verify_imports (gpufleet_verify_imports) must be a list of module names (got NoneType)"]
+    assert "verify_timeout must be a number of seconds > 0 (got 0)" in res["argument_errors"]
+    assert res["argument_errors"][-1] == "extra (got 1)"
+
+
+def test_unknown_rules_are_an_error():
+    with pytest.raises(AnsibleError, match="rules must be one of fleet.validate, verify.main"):
+        run({"argument_spec": SPEC, "rules": "nope"})

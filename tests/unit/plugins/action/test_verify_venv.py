@@ -164,3 +164,17 @@ def test_the_fast_paths_deploy_key_must_be_the_verified_venvs():
                         {verify_venv.MODULE: dict(GOOD, failed=True, msg="wrong torch")})
     res = act.run(task_vars={"inventory_hostname": "sbx1"})
     assert res["fail_message"] == "verification of /v/b failed: wrong torch"
+
+
+def test_a_check_group_that_names_a_role_reads_its_spec_and_value_rules():
+    act, calls = action({"checks": [{"role": "fleet", "entry_point": "validate"}], "verify": {"link": "~/ml-env"}},
+                        {verify_venv.MODULE: GOOD})
+    res = act.run(task_vars={"gpufleet_keep_previous_venvs": -1, "gpufleet_outlier_ratio": 0.5,
+                             "gpufleet_textfile_dir": "", "gpufleet_collectives_sizes_mib": [1, 16, 64]})
+    assert res["failed"] and res["msg"] == "gpufleet_keep_previous_venvs must be an integer >= 0 (got -1)"
+    assert calls == []
+    act, calls = action({"checks": [{"role": "fleet", "entry_point": "validate"}], "verify": {"link": "~/ml-env"}},
+                        {verify_venv.MODULE: GOOD})
+    res = act.run(task_vars={"gpufleet_keep_previous_venvs": "many"})
+    assert res["failed"] and res["msg"].startswith("Validation of arguments failed:\n")
+    assert "gpufleet_keep_previous_venvs" in res["msg"]

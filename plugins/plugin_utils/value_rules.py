@@ -1,0 +1,137 @@
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The value rules of the playbooks' and the verify role's inputs: what their
+argument specs' types cannot express (a path pattern, a lower bound, the keys
+of an expectation dict), as messages "<variable> must be <allowed> (got
+<value>)".
+
+One place for each rule, read on the controller by the actions that check
+inputs (gpufleet.inference.check_vars for the playbooks' and the roles'
+preflight, gpufleet.inference.verify_venv in the verification's own task).
+They were Jinja templates in the roles' vars: each was compiled again in the
+worker of every host (a worker is a fork that keeps no template cache), which
+was most of a fleet verification's controller time per host.
+
+A rule passes a value of the wrong type: the type check, made first with the
+same values, reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+from ansible_collections.gpufleet.inference.plugins.filter.inputs import expect_errors, tolerance_errors
+
+# absolute or under ~/, no whitespace, not ending in /
+_LINK_RE = re.compile(r"^(/|~/)\S*[^/\s]$")
+_ABSOLUTE_NO_SPACE_RE = re.compile(r"^/\S*$")
+_DIGITS_RE = re.compile(r"^[0-9]+$")
+
+
+def _show(value):
+    """A value as a message shows it (as Jinja rendered it into text: None as nothing)."""
+    return "" if value is None else str(value)
+
+
+def _number(value, default, kind=float):
+    """int or float of value, default where it is none (as Jinja's int and float filters)."""
+    if isinstance(value, bool):
+        return kind(value)
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        pass
+    if kind is int:
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            pass
+    return default
+
+
+def _is_list(value):
+    return isinstance(value, (list, tuple))
+
+
+def _type_name(value):
+    for kind in (bool, str, int, float, dict, list):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
+
+
+def fleet_validate(values):
+    """The playbooks' inputs (the fleet role's entry point validate)."""
+    errors = []
+    link = values.get("gpufleet_venv_link")
+    if isinstance(link, str) and not _LINK_RE.match(link):
+        errors.append("gpufleet_venv_link must be an absolute or ~/ path without spaces, not ending in / (got '%s')"
+                      % link)
+    keep = values.get("gpufleet_keep_previous_venvs")
+    if _number(keep, 0, int) < 0:
+        errors.append("gpufleet_keep_previous_venvs must be an integer >= 0 (got %s)" % _show(keep))
+    sizes = values.get("gpufleet_collectives_sizes_mib")
+    if isinstance(sizes, str) or (_is_list(sizes) and not (
+            sizes and min(_number(s, 0, int) for s in sizes) > 0
+            and len(set(_number(s, 0, int) for s in sizes)) == len(sizes))):
+        errors.append("gpufleet_collectives_sizes_mib must be a non-empty list of different positive sizes in MiB "
+                      "(got %s)" % json.dumps(sizes))
+    expect = values.get("gpufleet_expect")
+    size = expect.get("allreduce_size_mib") if isinstance(expect, Mapping) else None
+    if size is not None and _is_list(sizes) and str(size) not in [str(s) for s in sizes]:
+        errors.append("gpufleet_expect.allreduce_size_mib must be one of gpufleet_collectives_sizes_mib %s (got %s)"
+                      % (_show(list(sizes)), _show(size)))
+    textfile = values.get("gpufleet_textfile_dir")
+    if textfile != "" and not (isinstance(textfile, str) and _ABSOLUTE_NO_SPACE_RE.match(textfile)):
+        errors.append("gpufleet_textfile_dir must be an absolute path without spaces "
+                      "(node_exporter's --collector.textfile.directory) (got '%s')" % _show(textfile))
+    ratio = values.get("gpufleet_outlier_ratio")
+    if not 0 < _number(ratio, -1.0) <= 1:
+        errors.append("gpufleet_outlier_ratio must be a number > 0 and <= 1 (got %s)" % _show(ratio))
+    free = values.get("gpufleet_min_free_gib")
+    if _number(free, 0.0) < 0:
+        errors.append("gpufleet_min_free_gib must be a number of GiB >= 0 (got %s)" % _show(free))
+    errors += expect_errors(expect, "gpufleet_expect")
+    errors += expect_errors(values.get("gpufleet_rollback_expect") or {}, "gpufleet_rollback_expect")
+    errors += tolerance_errors(values.get("gpufleet_kernel_tolerances"), "gpufleet_kernel_tolerances")
+    ignore = values.get("gpufleet_rollback_ignore_expect")
+    errors += expect_errors(dict.fromkeys(ignore if _is_list(ignore) else []), "gpufleet_rollback_ignore_expect")
+    return errors
+
+
+def verify_main(values):
+    """The verify role's inputs (every entry point shares the main one's)."""
+    errors = []
+    link = values.get("verify_venv_link")
+    if not (isinstance(link, str) and _LINK_RE.match(link)):
+        errors.append("verify_venv_link (gpufleet_venv_link) must be an absolute or ~/ path without spaces, "
+                      "not ending in / (got '%s')" % _show(link))
+    venv = values.get("verify_venv")
+    if not (isinstance(venv, str) and (venv == "" or venv.startswith(("/", "~/")))):
+        errors.append("verify_venv must be '' (the active venv) or an absolute or ~/ path (got '%s')" % _show(venv))
+    imports = values.get("verify_imports")
+    if not _is_list(imports):
+        errors.append("verify_imports (gpufleet_verify_imports) must be a list of module names (got %s)"
+                      % _type_name(imports))
+    timeout = values.get("verify_timeout")
+    if not (_DIGITS_RE.match(_show(timeout)) and _number(timeout, 0, int) > 0):
+        errors.append("verify_timeout must be a number of seconds > 0 (got %s)" % _show(timeout))
+    errors += expect_errors(values.get("verify_expect"), "verify_expect (gpufleet_expect)")
+    errors += tolerance_errors(values.get("verify_kernel_tolerances"),
+                               "verify_kernel_tolerances (gpufleet_kernel_tolerances)")
+    return errors
+
+
+# by role and entry point, as the check groups and check_vars name them
+RULES = {
+    ("fleet", "validate"): fleet_validate,
+    ("verify", "main"): verify_main,
+}
+
+
+def rule_errors(role, entry_point, values):
+    """The messages of the value rules of a role's entry point ([] where it has none)."""
+    rules = RULES.get((role, entry_point))
+    return rules(values) if rules else []

@@ -1,0 +1,85 @@
+# -*- coding: utf-8 -*-
+"""The value rules of the playbooks' and the verify role's inputs (plugin_utils value_rules):
+the messages name the variable, what it may be and what it was; a value of the wrong
+type is left to the type check."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import (
+    fleet_validate, rule_errors, verify_main)
+
+FLEET = {"gpufleet_venv_link": "~/ml-env", "gpufleet_keep_previous_venvs": 2, "gpufleet_collectives_sizes_mib": [1, 16, 64],
+         "gpufleet_expect": {}, "gpufleet_textfile_dir": "", "gpufleet_outlier_ratio": 0.9, "gpufleet_min_free_gib": 20,
+         "gpufleet_rollback_expect": None, "gpufleet_kernel_tolerances": {}, "gpufleet_rollback_ignore_expect": []}
+VERIFY = {"verify_venv_link": "~/ml-env", "verify_venv": "", "verify_imports": [], "verify_timeout": 900,
+          "verify_expect": {"consistent": True}, "verify_kernel_tolerances": {}}
+
+
+def test_the_defaults_pass():
+    assert fleet_validate(FLEET) == [] and verify_main(VERIFY) == []
+    assert rule_errors("fleet", "validate", FLEET) == [] and rule_errors("uv_venv", "main", {}) == []
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("gpufleet_venv_link", "ml-env",
+     "gpufleet_venv_link must be an absolute or ~/ path without spaces, not ending in / (got 'ml-env')"),
+    ("gpufleet_venv_link", "~/ml-env/",
+     "gpufleet_venv_link must be an absolute or ~/ path without spaces, not ending in / (got '~/ml-env/')"),
+    ("gpufleet_keep_previous_venvs", -1, "gpufleet_keep_previous_venvs must be an integer >= 0 (got -1)"),
+    ("gpufleet_keep_previous_venvs", "-3", "gpufleet_keep_previous_venvs must be an integer >= 0 (got -3)"),
+    ("gpufleet_collectives_sizes_mib", [64, 0],
+     "gpufleet_collectives_sizes_mib must be a non-empty list of different positive sizes in MiB (got [64, 0])"),
+    ("gpufleet_collectives_sizes_mib", [64, 64],
+     "gpufleet_collectives_sizes_mib must be a non-empty list of different positive sizes in MiB (got [64, 64])"),
+    # a string would be split at its commas by the list type: refused here
+    ("gpufleet_collectives_sizes_mib", "64,256",
+     'gpufleet_collectives_sizes_mib must be a non-empty list of different positive sizes in MiB (got "64,256")'),
+    ("gpufleet_expect", {"allreduce_size_mib": 256},
+     "gpufleet_expect.allreduce_size_mib must be one of gpufleet_collectives_sizes_mib [1, 16, 64] (got 256)"),
+    ("gpufleet_textfile_dir", "metrics", "gpufleet_textfile_dir must be an absolute path without spaces "
+                                         "(node_exporter's --collector.textfile.directory) (got 'metrics')"),
+    ("gpufleet_textfile_dir", "/var/lib/node exporter", "gpufleet_textfile_dir must be an absolute path without "
+     "spaces (node_exporter's --collector.textfile.directory) (got '/var/lib/node exporter')"),
+    ("gpufleet_outlier_ratio", 1.5, "gpufleet_outlier_ratio must be a number > 0 and <= 1 (got 1.5)"),
+    ("gpufleet_outlier_ratio", "nope", "gpufleet_outlier_ratio must be a number > 0 and <= 1 (got nope)"),
+    ("gpufleet_min_free_gib", -1, "gpufleet_min_free_gib must be a number of GiB >= 0 (got -1)"),
+])
+def test_each_fleet_rule_names_the_variable_and_the_value(name, value, message):
+    assert fleet_validate(dict(FLEET, **{name: value})) == [message]
+
+
+@pytest.mark.parametrize("name, value", [
+    # the wrong type: the type check reports it, not a rule
+    ("gpufleet_venv_link", 5), ("gpufleet_keep_previous_venvs", "many"), ("gpufleet_collectives_sizes_mib", 5),
+    ("gpufleet_min_free_gib", "lots"),
+    # right
+    ("gpufleet_textfile_dir", "/srv/metrics"), ("gpufleet_expect", {"allreduce_size_mib": 16}),
+    ("gpufleet_outlier_ratio", "0.5"),
+])
+def test_a_value_of_another_type_or_a_good_one_passes_the_rules(name, value):
+    assert fleet_validate(dict(FLEET, **{name: value})) == []
+
+
+def test_the_expectation_dicts_and_tolerances_are_checked_by_key():
+    errors = fleet_validate(dict(FLEET, gpufleet_rollback_expect={"bogus": 1}, gpufleet_kernel_tolerances={"x": 1},
+                                 gpufleet_rollback_ignore_expect=["torch_version", "nope"]))
+    assert [e.split(" ")[0] for e in errors] == ["gpufleet_rollback_expect", "gpufleet_kernel_tolerances",
+                                                 "gpufleet_rollback_ignore_expect"]
+    assert errors[2].endswith("(got 'nope')")
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("verify_venv_link", "x", "verify_venv_link (gpufleet_venv_link) must be an absolute or ~/ path without spaces, "
+                              "not ending in / (got 'x')"),
+    ("verify_venv", "rel", "verify_venv must be '' (the active venv) or an absolute or ~/ path (got 'rel')"),
+    ("verify_imports", "flashinfer", "verify_imports (gpufleet_verify_imports) must be a list of module names (got str)"),
+    ("verify_timeout", 0, "verify_timeout must be a number of seconds > 0 (got 0)"),
+    ("verify_timeout", True, "verify_timeout must be a number of seconds > 0 (got True)"),
+])
+def test_each_verify_rule(name, value, message):
+    assert verify_main(dict(VERIFY, **{name: value})) == [message]
+    assert verify_main(dict(VERIFY, verify_timeout="30", verify_venv="/opt/venv")) == []
