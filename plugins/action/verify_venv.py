@@ -30,6 +30,7 @@ import os
 
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
@@ -44,6 +45,40 @@ MODULE = "gpufleet.inference.torch_verify"
 _SPECS = {}
 # the collection's root: a check group that names a role reads its spec there
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# torch_verify's options taken from the verify role's variables (from_role:
+# verify): (option, variable, conversion). Each variable is templated once per
+# task, for its type check and for the module alike.
+ROLE_OPTIONS = {
+    "verify": (
+        ("link", "verify_venv_link", str),
+        ("venv", "verify_venv", str),
+        # a hand-built venv directory at the stable path counts as the active one
+        ("adopt", "verify_adopt_existing_venv", bool),
+        ("imports", "verify_imports", None),
+        ("smoke", "verify_smoke", bool),
+        ("kernels", "verify_kernels", bool),
+        ("kernel_tolerances", "verify_kernel_tolerances", None),
+        ("expect", "verify_expect", None),
+        ("timeout", "verify_timeout", int),
+        ("collectives", "verify_collectives", bool),
+        ("collectives_sizes_mib", "verify_collectives_sizes_mib", None),
+        # as `uv pip freeze` lists them
+        ("packages", "verify_record_packages", bool),
+        ("gpu_required", "verify_gpu_required", bool),
+    ),
+}
+
+
+def _convert(value, kind):
+    if kind is bool:
+        return boolean(value, strict=False)
+    if kind is int:
+        return int(value)
+    if kind is str:
+        return "" if value is None else str(value)
+    return value
 
 
 def role_spec(role):
@@ -133,7 +168,9 @@ class ActionModule(ActionBase):
     """Check the inputs, verify once, summarize."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify", "deploy_key"))
+    _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify", "deploy_key", "from_role"))
+    # this task's templated variables (an action object serves one host's task)
+    _values = None
 
     def _check(self, checks, task_vars):
         """Every error of every check group, types first (check_vars' wording)."""
@@ -147,7 +184,7 @@ class ActionModule(ActionBase):
             provided = {}
             for name in options:
                 if name in task_vars:
-                    provided[name] = self._templar.template(task_vars[name])
+                    provided[name] = self._value(name, task_vars)
             validated = ArgumentSpecValidator(options).validate(provided)
             type_errors.extend(str(e) for e in validated.errors.messages)
             listed = group.get("errors") or []
@@ -162,6 +199,30 @@ class ActionModule(ActionBase):
         if errors:
             return "; ".join(errors), errors
         return None, []
+
+    def _value(self, name, task_vars):
+        """A task variable, templated once per task (the checks and the module read the same)."""
+        if self._values is None:
+            self._values = {}
+        if name not in self._values:
+            self._values[name] = self._templar.template(task_vars[name])
+        return self._values[name]
+
+    def _role_options(self, role, task_vars):
+        """torch_verify's options from a role's variables (ROLE_OPTIONS)."""
+        if role not in ROLE_OPTIONS:
+            raise AnsibleActionFail("verify_venv: from_role must be one of %s (got %r)" % (", ".join(ROLE_OPTIONS), role))
+        options = {}
+        for option, name, kind in ROLE_OPTIONS[role]:
+            if name not in task_vars:
+                continue
+            value = self._value(name, task_vars)
+            try:
+                options[option] = _convert(value, kind)
+            except (TypeError, ValueError) as exc:
+                words = {bool: "true or false", int: "an integer", str: "a string"}[kind]
+                raise AnsibleActionFail("verify_venv: %s must be %s (got %r): %s" % (name, words, value, exc))
+        return options
 
     def _writable(self, dirs, task_vars):
         """The message for each directory that is not there or not writable."""
@@ -185,12 +246,16 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         args = self._task.args
         verify = dict(args.get("verify") or {})
-        if not verify.get("link"):
+        if not verify.get("link") and not args.get("from_role"):
             raise AnsibleActionFail("verify_venv: verify.link (the stable path) is required")
         msg, errors = self._check(args.get("checks"), task_vars)
         if msg:
             result.update(failed=True, msg=msg, argument_errors=errors)
             return result
+        if args.get("from_role"):
+            verify = dict(self._role_options(args["from_role"], task_vars), **verify)
+            if not verify.get("link"):
+                raise AnsibleActionFail("verify_venv: the stable path (verify_venv_link) is required")
         try:
             errors = self._writable(args.get("writable_dirs"), task_vars)
             if errors:

@@ -44,9 +44,18 @@ options:
     type: dict
     default: {}
   verify:
-    description: The options of gpufleet.inference.torch_verify; C(link) (the stable path) is required.
+    description:
+      - The options of gpufleet.inference.torch_verify; C(link) (the stable path) is required, here or from
+        O(from_role).
     type: dict
-    required: true
+    default: {}
+  from_role:
+    description:
+      - Take torch_verify's options from the variables of this role (V(verify) - C(verify_venv_link) for C(link),
+        C(verify_venv), C(verify_expect), C(verify_timeout), ...), each templated once for its type check and for
+        the module; O(verify) adds to them and wins.
+    type: str
+    choices: [verify]
   deploy_key:
     description:
       - The deploy key (deploy.yml's fast path) that the verified venv must carry in its

@@ -178,3 +178,32 @@ def test_a_check_group_that_names_a_role_reads_its_spec_and_value_rules():
     res = act.run(task_vars={"gpufleet_keep_previous_venvs": "many"})
     assert res["failed"] and res["msg"].startswith("Validation of arguments failed:\n")
     assert "gpufleet_keep_previous_venvs" in res["msg"]
+
+
+def test_the_modules_options_come_from_the_roles_variables_templated_once(spec):
+    role_vars = {"verify_venv_link": "~/ml-env", "verify_venv": "", "verify_adopt_existing_venv": "no",
+                 "verify_imports": ["flashinfer"], "verify_smoke": "true", "verify_kernels": False,
+                 "verify_kernel_tolerances": {}, "verify_expect": {"consistent": True}, "verify_timeout": "60",
+                 "verify_collectives": False, "verify_collectives_sizes_mib": [1, 16], "verify_record_packages": True,
+                 "verify_gpu_required": "yes"}
+    act, calls = action({"checks": [{"role": "verify"}], "from_role": "verify",
+                         "verify": {"gpu": True, "markers": ["m.json"]}}, {verify_venv.MODULE: GOOD})
+    templated = []
+    real = act._templar.template
+    act._templar = MagicMock()
+    act._templar.template.side_effect = lambda value: templated.append(value) or real(value)
+    res = act.run(task_vars=dict(role_vars))
+    assert not res.get("failed"), res.get("msg")
+    assert calls == [(verify_venv.MODULE, {
+        "link": "~/ml-env", "venv": "", "adopt": False, "imports": ["flashinfer"], "smoke": True, "kernels": False,
+        "kernel_tolerances": {}, "expect": {"consistent": True}, "timeout": 60, "collectives": False,
+        "collectives_sizes_mib": [1, 16], "packages": True, "gpu_required": True, "gpu": True, "markers": ["m.json"]})]
+    # each variable once, for its check and the module alike
+    assert sorted(map(str, templated)) == sorted(map(str, role_vars.values()))
+
+
+def test_a_value_the_module_cannot_take_names_the_variable():
+    act, calls = action({"from_role": "verify"}, {verify_venv.MODULE: GOOD})
+    with pytest.raises(AnsibleActionFail, match="verify_timeout must be an integer"):
+        act.run(task_vars={"verify_venv_link": "~/ml-env", "verify_timeout": "soon"})
+    assert calls == []
