@@ -104,7 +104,7 @@ host_unreachable:
   returned: always
   type: bool
 link_failed:
-  description: venv_link_info failed on the host (its RV(msg) says why); left to the validation to name.
+  description: venv_link_info failed on the host (its C(msg) says why); left to the validation to name.
   returned: always
   type: bool
 markers:
