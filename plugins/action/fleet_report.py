@@ -97,12 +97,9 @@ class ActionModule(ActionBase):
         ratio = args["outlier_ratio"]
         if not 0 < ratio <= 1:
             raise AnsibleActionFail("fleet_report: outlier_ratio must be a number above 0 and at most 1 (got %r)" % ratio)
-        if self._task.check_mode and not args["in_check_mode"]:
-            result.update(skipped=True, changed=False,
-                          msg="check mode: the fleet report is written under --check only with in_check_mode: true")
-            return result
+        writes = not self._task.check_mode or args["in_check_mode"]
         batch = task_vars.get("ansible_play_batch") or []
-        if len(batch) > 1 and not self._task.run_once:
+        if writes and len(batch) > 1 and not self._task.run_once:
             raise AnsibleActionFail("fleet_report: one report for the whole play: run the task with run_once: true "
                                     "(it would be written once per host of %s)" % ", ".join(batch))
 
@@ -131,6 +128,12 @@ class ActionModule(ActionBase):
             "outliers_fail": args["outliers_fail"],
         }
         out_dir = os.path.abspath(args["out_dir"])
+        if not writes:
+            # nothing written, but each host's end of the run is still the
+            # report's to say (finish.yml reads it under --check too)
+            result.update(skipped=True, changed=False, finish=fleet_report.finish_unwritten(run, out_dir, args["lock_dir"]),
+                          msg="check mode: the fleet report is written under --check only with in_check_mode: true")
+            return result
         try:
             result.update(fleet_report.publish(run, out_dir, args["lock_dir"]))
         except OSError as exc:

@@ -794,6 +794,14 @@ def finish_entry(row):
     }
 
 
+def finish_unwritten(run, out_dir, lock_dir=None, now=None):
+    """outcome()'s ``finish`` for a run whose report is not written (check
+    mode): built the same way, with no metrics to put in place."""
+    out_dir = os.path.abspath(out_dir)
+    report = build_report(run, load_previous(out_dir), lock_dir or os.path.join(out_dir, "locks"), now=now)
+    return {r["host"]: dict(finish_entry(r), textfile=False) for r in report["hosts"]}
+
+
 def publish(run, out_dir, lock_dir=None, now=None):
     """Build the report of one run against the previous one in out_dir, write it
     (lock_dir defaults to out_dir/locks) and return outcome()."""

@@ -184,6 +184,10 @@ def test_check_mode_writes_nothing_unless_asked(tmp_path):
     assert result["skipped"] is True and result["changed"] is False
     assert "in_check_mode" in result["msg"] and "status" not in result
     assert not out.exists() and connection.mock_calls == []
+    # what finish reads is said all the same, with no metrics to put in place
+    assert result["finish"] == {"gpu01": {"status": "ok", "fail": False, "msg": "", "textfile": False},
+                                "gpu02": {"status": "not_run", "fail": False, "msg": "", "textfile": False},
+                                "gpu03": {"status": "not_run", "fail": False, "msg": "", "textfile": False}}
     # in_check_mode: the controller's record is written under --check too
     result, _c, _a = report({"out_dir": str(out), "mode": "verify", "in_check_mode": True}, task_vars(hostvars),
                             check_mode=True)
