@@ -20,7 +20,7 @@ TEST_TORCH ?= torch==2.13.0
 help:
 	@echo "make deploy        bring up the sandbox fleet and run playbooks/deploy.yml on it"
 	@echo "make test          every test: lint, sanity, unit, molecule, fleet; prints 'N passed, N failed'"
-	@echo "make test-quick    lint, sanity, unit and the cuda_toolkit scenario (the edit-test loop)"
+	@echo "make test-quick    lint, sanity, unit and the uv_venv scenario (the edit-test loop, about 2.5 minutes)"
 	@echo "make verify INVENTORY=inventories/cluster   fleet re-verification with a report"
 	@echo "make sandbox-up SANDBOX_HOSTS=3 / make sandbox-down"
 	@echo "make bootstrap     controller venv only (.venv)"
@@ -76,7 +76,7 @@ verify: bootstrap
 test: bootstrap test-hosts wheelhouse
 	@scripts/run-tests.sh
 
-# The edit-test loop: lint, changelog, sanity, unit and one molecule scenario.
+# The edit-test loop: lint, changelog, sanity, unit and the uv_venv scenario, side by side.
 test-quick: bootstrap test-hosts
 	@scripts/run-tests.sh --quick
 

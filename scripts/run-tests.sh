@@ -6,41 +6,56 @@
 # scenario count as one test each. Each stage prints its time; the ten
 # slowest test cases are listed at the end.
 #
+# Two lanes run side by side, because most of a stage's time is spent waiting
+# on a test host (ssh, a module's Python starting, an install), not on the
+# controller's two cores:
+#   hosts   pytest tests/integration -m sandbox   (the tests on the sandbox fleet)
+#   local   lint, changelog, sanity, unit, pytest tests/integration -m "not sandbox"
+# and then each lane takes the next molecule scenario from one shared queue
+# (longest first), so neither lane idles while the other still has work.
+# Nothing is shared between the lanes but the caches that lock themselves
+# (tests/integration/conftest.py); the local lane's ansible fact cache is its own.
+#
 #   scripts/run-tests.sh           everything (`make test`)
 #   scripts/run-tests.sh --quick   lint, changelog, sanity, unit and the
-#                                  cuda_toolkit scenario (`make test-quick`)
+#                                  uv_venv scenario (`make test-quick`)
 set -uo pipefail
 quick=false
 [ "${1:-}" = "--quick" ] && quick=true
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 logs="$root/.cache/test-logs"
-rm -rf "$logs"; mkdir -p "$logs"
-passed=0; failed=0; failures=()
+rm -rf "$logs"; mkdir -p "$logs/claims"
+results="$logs/results"   # one line per counted group: PASSED FAILED LABEL
+: >"$results"
 # scripts/sandbox.py appends every failure of its own here; the first is
 # printed at the end, where a truncated CI log still shows it.
 export GPUFLEET_SANDBOX_FAILURE_LOG="$logs/sandbox-failures.log"
 t0=$(date +%s)
 
-stage() {  # stage NAME TIMEOUT_S CMD...
+stage() {  # stage NAME TIMEOUT_S CMD...   (one write per stage: lanes do not interleave lines)
   local name=$1 limit=$2; shift 2
-  local log="$logs/$name.log" s rc
+  local log="$logs/$name.log" s rc msg
   s=$(date +%s)
-  printf '==> %-32s ' "$name"
   timeout --kill-after=30 "$limit" "$@" >"$log" 2>&1; rc=$?
   [ $rc -eq 124 ] && echo "(timed out after ${limit}s)" >>"$log"
-  printf '%s (%ss)\n' "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc")" "$(( $(date +%s) - s ))"
-  [ $rc -ne 0 ] && { tail -n 40 "$log" | sed 's/^/    /'; }
+  msg=$(printf '==> %-32s %s (%ss)' "$name" "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc")" "$(( $(date +%s) - s ))")
+  [ $rc -ne 0 ] && msg+=$'\n'$(tail -n 40 "$log" | sed 's/^/    /')
+  printf '%s\n' "$msg"
   return $rc
 }
 
-count_one() { if "$@"; then passed=$((passed+1)); else failed=$((failed+1)); failures+=("$2"); fi; }
+record() { printf '%s %s %s\n' "$1" "$2" "$3" >>"$results"; }
 
-count_pytest() {  # count_pytest NAME TIMEOUT PATH...
+count_one() {  # count_one stage NAME ...
+  if "$@"; then record 1 0 "$2"; else record 0 1 "$2"; fi
+}
+
+count_pytest() {  # count_pytest NAME TIMEOUT PYTEST-ARGS...
   local name=$1 limit=$2; shift 2
   local xml="$logs/$name.xml"
-  stage "$name" "$limit" pytest -q -p no:cacheprovider --junitxml="$xml" "$@"
-  local rc=$?
+  stage "$name" "$limit" pytest -q -p no:cacheprovider --basetemp="$logs/tmp-$name" --junitxml="$xml" "$@"
+  local rc=$? t f e s
   if [ -s "$xml" ]; then
     read -r t f e s < <(python3 -c '
 import sys, xml.etree.ElementTree as E
@@ -48,25 +63,47 @@ r = E.parse(sys.argv[1]).getroot()
 suites = [r] if r.tag == "testsuite" else list(r)
 g = lambda k: sum(int(x.get(k, 0)) for x in suites)
 print(g("tests"), g("failures"), g("errors"), g("skipped"))' "$xml")
-    passed=$((passed + t - f - e - s)); failed=$((failed + f + e))
-    [ $((f + e)) -gt 0 ] && failures+=("$name ($((f + e)) case(s))")
-    [ "$s" -gt 0 ] && echo "    ($s skipped)"
+    record $((t - f - e - s)) $((f + e)) "$name ($((f + e)) case(s))"
+    [ "$s" -gt 0 ] && echo "    $name: $s skipped (see $xml)"
   fi
-  if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then failed=$((failed+1)); failures+=("$name (pytest rc=$rc)"); fi
+  # 5: nothing collected (a lane with no test of its kind) is not a failure
+  if [ $rc -ne 0 ] && [ $rc -ne 1 ] && [ $rc -ne 5 ]; then record 0 1 "$name (pytest rc=$rc)"; fi
 }
 
-count_one stage lint 900 ansible-lint
-count_one stage changelog-lint 120 antsibull-changelog lint
-count_one stage sanity 1200 scripts/sanity.sh
-count_pytest unit 600 tests/unit
-scenarios=(molecule/*/molecule.yml)
-$quick && scenarios=(molecule/cuda_toolkit/molecule.yml)
-for scenario in "${scenarios[@]}"; do
-  [ -e "$scenario" ] || continue
-  s=$(basename "$(dirname "$scenario")")
-  count_one stage "molecule-$s" 1500 molecule test -s "$s"
+# The molecule scenarios, longest first (python_stack installs torch; the
+# others are listed by name): each lane claims the next one with mkdir.
+scenarios=()
+for s in python_stack $(ls molecule); do
+  [ -e "molecule/$s/molecule.yml" ] && [[ " ${scenarios[*]} " != *" $s "* ]] && scenarios+=("$s")
 done
-$quick || count_pytest integration 4200 tests/integration
+$quick && scenarios=(uv_venv)
+
+molecule_queue() {
+  local s
+  for s in "${scenarios[@]}"; do
+    mkdir "$logs/claims/$s" 2>/dev/null || continue
+    count_one stage "molecule-$s" 1500 molecule test -s "$s"
+  done
+}
+
+lane_hosts() {
+  $quick || count_pytest integration-fleet 3600 tests/integration -m sandbox
+  molecule_queue
+}
+
+lane_local() {
+  count_one stage lint 900 ansible-lint
+  count_one stage changelog-lint 120 antsibull-changelog lint
+  count_one stage sanity 1200 scripts/sanity.sh
+  count_pytest unit 600 tests/unit
+  $quick || ANSIBLE_CACHE_PLUGIN_CONNECTION="$root/.cache/facts-local" \
+    count_pytest integration-local 3600 tests/integration -m "not sandbox"
+  molecule_queue
+}
+
+lane_hosts & hosts_pid=$!
+lane_local & local_pid=$!
+wait $hosts_pid $local_pid
 
 echo
 echo "slowest test cases:"
@@ -85,7 +122,8 @@ if [ -s "$GPUFLEET_SANDBOX_FAILURE_LOG" ]; then
   echo "sandbox failures: $(grep -c '^sandbox.py ' "$GPUFLEET_SANDBOX_FAILURE_LOG"); the first:"
   head -c 2500 "$GPUFLEET_SANDBOX_FAILURE_LOG" | head -n 30 | sed 's/^/    /'
 fi
-[ ${#failures[@]} -gt 0 ] && printf 'failed: %s\n' "${failures[@]}"
+read -r passed failed < <(awk '{p += $1; f += $2} END {print p + 0, f + 0}' "$results")
+awk '$2 > 0 {$1 = $2 = ""; sub(/^  /, ""); print "failed: " $0}' "$results"
 echo "logs: .cache/test-logs/  total time: $(( $(date +%s) - t0 ))s"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

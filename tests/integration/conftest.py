@@ -2,6 +2,8 @@
 (systemd containers reached over SSH) and a playbook runner that returns the
 per-host recap."""
 import collections
+import contextlib
+import fcntl
 import glob
 import hashlib
 import json
@@ -23,6 +25,32 @@ RECAP = re.compile(
     re.M)
 
 Result = collections.namedtuple("Result", "rc out stats")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sandbox: runs on the sandbox fleet (scripts/run-tests.sh gives these a lane of their own)")
+
+
+def pytest_collection_modifyitems(items):
+    """Every test that uses the sandbox fleet, directly or through a fixture,
+    is marked `sandbox`: `-m sandbox` / `-m "not sandbox"` split the suite
+    into the part that needs the fleet and the part that does not."""
+    for item in items:
+        if {"sandbox", "sandbox_ctl"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.sandbox)
+
+
+@contextlib.contextmanager
+def cache_lock(name):
+    """An exclusive lock on .cache/NAME.lock while a shared cache is filled:
+    the two lanes of scripts/run-tests.sh may reach the same one at once."""
+    os.makedirs(os.path.join(ROOT, ".cache"), exist_ok=True)
+    with open(os.path.join(ROOT, ".cache", name + ".lock"), "w", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def venv_bin(name):
@@ -110,10 +138,11 @@ def _must_run(argv, **kwargs):
 def torch_cpu_wheels_fixture():
     """torch and its dependencies as wheels (pip's configuration says where from)."""
     dest = os.path.join(TORCH_CACHE, "wheels")
-    if not glob.glob(os.path.join(dest, "torch-2.13.0*.whl")):
-        os.makedirs(dest, exist_ok=True)
-        _must_run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", dest, TORCH],
-                  timeout=1200)
+    with cache_lock("torch-verify-real"):
+        if not glob.glob(os.path.join(dest, "torch-2.13.0*.whl")):
+            os.makedirs(dest, exist_ok=True)
+            _must_run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", dest, TORCH],
+                      timeout=1200)
     return dest
 
 
@@ -122,12 +151,13 @@ def torch_cpu_venv_fixture(torch_cpu_wheels):
     """A venv on the controller with that torch, installed from those wheels."""
     venv = os.path.join(TORCH_CACHE, "venv")
     python = os.path.join(venv, "bin", "python")
-    ready = os.path.exists(python) and subprocess.run(
-        [python, "-c", "import torch"], capture_output=True, check=False).returncode == 0
-    if not ready:
-        _must_run([sys.executable, "-m", "venv", "--clear", venv])
-        _must_run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", torch_cpu_wheels, TORCH],
-                  timeout=1200)
+    with cache_lock("torch-verify-real"):
+        ready = os.path.exists(python) and subprocess.run(
+            [python, "-c", "import torch"], capture_output=True, check=False).returncode == 0
+        if not ready:
+            _must_run([sys.executable, "-m", "venv", "--clear", venv])
+            _must_run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", torch_cpu_wheels, TORCH],
+                      timeout=1200)
     return venv
 
 
