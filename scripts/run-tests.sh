@@ -70,10 +70,10 @@ print(g("tests"), g("failures"), g("errors"), g("skipped"))' "$xml")
   if [ $rc -ne 0 ] && [ $rc -ne 1 ] && [ $rc -ne 5 ]; then record 0 1 "$name (pytest rc=$rc)"; fi
 }
 
-# The molecule scenarios, longest first (python_stack installs torch; the
-# others are listed by name): each lane claims the next one with mkdir.
+# The molecule scenarios, longest first as measured (any scenario not named
+# here follows, by name): each lane claims the next one with mkdir.
 scenarios=()
-for s in python_stack $(ls molecule); do
+for s in flashinfer fleet cuda_toolkit_apt activate sgl_kernel verify torch_nightly cuda_toolkit uv_venv $(ls molecule); do
   [ -e "molecule/$s/molecule.yml" ] && [[ " ${scenarios[*]} " != *" $s "* ]] && scenarios+=("$s")
 done
 $quick && scenarios=(uv_venv)

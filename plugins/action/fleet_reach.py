@@ -13,8 +13,9 @@ and rollback.yml on each host, in one task.
 2. On the controller, deploy.yml's choice between the fast path and the full
    chain: the deploy key (filter gpufleet.inference.deploy_key: the
    collection's code and every deploy input the host has) against the one
-   recorded in the active venv. Only a run of the whole chain (no --tags, no
-   --skip-tags) without full_run may take the fast path.
+   recorded in the active venv. Only a run of the whole chain (no --tags, and
+   no --skip-tags that names a tag of the chain: see whole_run) without
+   full_run may take the fast path.
 
 The result (registered by the playbook) carries the host's first record
 (``record``: running, or unreachable), the ``stage`` a failure from here on is
@@ -31,6 +32,13 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.inference.plugins.filter.deploy_key import deploy_key
 
 MODULE = "gpufleet.inference.venv_link_info"
+# The tags of deploy.yml's chain: its stages, the roles' own <role>_<phase>
+# tags, and the special ones. A skipped tag outside these (molecule's
+# notest, a site playbook's own tags) leaves nothing of the chain out.
+STAGE_TAGS = frozenset(("preflight", "cuda", "venv", "torch", "flashinfer", "sgl_kernel", "verify", "activate"))
+ROLE_TAG_PREFIXES = ("cuda_toolkit_", "uv_venv_", "torch_nightly_", "flashinfer_", "sgl_kernel_", "verify_",
+                     "activate_", "fleet_")
+SPECIAL_TAGS = frozenset(("all", "always", "tagged", "untagged"))
 MARKER = "gpufleet-deployed.json"
 ARGUMENT_SPEC = {
     "link": {"type": "raw", "required": True},
@@ -60,6 +68,18 @@ def choose(res, mode, key, recorded_ok, first_stage):
     return {"status": "running"}, "verify" if fast else first_stage, fast
 
 
+
+def chain_tag(tag):
+    """A tag that deploy.yml's chain uses (or a special tag that selects by tagging)."""
+    return tag in STAGE_TAGS or tag in SPECIAL_TAGS or tag.startswith(ROLE_TAG_PREFIXES)
+
+
+def whole_run(run_tags, skip_tags):
+    """The run walks the whole chain: no --tags, and no --skip-tags that names a tag of it."""
+    if list(run_tags or ["all"]) != ["all"]:
+        return False
+    return not any(chain_tag(str(tag)) for tag in skip_tags or [])
+
 class ActionModule(ActionBase):
     """Reach the host, read its stable path and deploy key, choose the path."""
 
@@ -87,7 +107,7 @@ class ActionModule(ActionBase):
         if mode == "deploy" and not lost:
             host = task_vars.get("inventory_hostname")
             key = deploy_key(task_vars["hostvars"][host], args["root"])
-        whole = list(task_vars.get("ansible_run_tags") or ["all"]) == ["all"] and not task_vars.get("ansible_skip_tags")
+        whole = whole_run(task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"))
         record, stage, fast = choose(dict(res, unreachable=lost), mode, key,
                                      whole and not _flag(args["full_run"]), args["first_stage"])
         result.update(res)

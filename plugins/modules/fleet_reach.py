@@ -22,8 +22,8 @@ description:
     says unreachable (stage C(connect)) so that the fleet report still covers it. The module's own failure (a
     stable path that is not a symlink) does not fail it either (RV(link_failed)); the validation names it later.
   - Then, on the controller, the deploy key of the host (filter gpufleet.inference.deploy_key) against the
-    recorded one - RV(fast) is V(true) when they are the same and the run walks the whole chain (no tags, no
-    O(full_run)).
+    recorded one - RV(fast) is V(true) when they are the same and the run walks the whole chain (no C(--tags), no
+    C(--skip-tags) that names a tag of the chain, no O(full_run)).
 author:
   - gpufleet.inference maintainers (@gpufleet)
 options:
@@ -96,7 +96,10 @@ fast:
   returned: always
   type: bool
 whole_run:
-  description: The run walks the whole chain (no --tags, no --skip-tags); only such a run records the key.
+  description:
+    - The run walks the whole chain - no C(--tags), and no C(--skip-tags) that names one of the chain's tags (its
+      stages, the roles' C(<role>_<phase>) tags, C(always), C(tagged), C(untagged)); skipping tags the chain does
+      not use (molecule's C(notest)) leaves nothing out. Only such a run records the key.
   returned: always
   type: bool
 host_unreachable:

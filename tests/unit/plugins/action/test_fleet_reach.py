@@ -6,9 +6,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
+import os
 from unittest.mock import MagicMock
 
 import pytest
+import yaml
 from ansible.errors import AnsibleConnectionFailure
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
@@ -17,6 +20,7 @@ from ansible.template import Templar
 from ansible_collections.gpufleet.inference.plugins.action import fleet_reach
 from ansible_collections.gpufleet.inference.plugins.action.fleet_reach import ActionModule, choose
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 LINK = {"changed": False, "link_path": "/home/deploy/ml-env", "target": "/home/deploy/ml-env-abc",
         "markers": {"gpufleet-deployed.json": {"key": "k1", "venv": "/home/deploy/ml-env-abc"}}}
 TASK_VARS = {"inventory_hostname": "sbx1", "hostvars": {"sbx1": {}}, "ansible_run_tags": ["all"],
@@ -56,6 +60,9 @@ def test_the_active_venvs_key_is_this_runs_the_fast_path(monkeypatch):
     ({"full_run": "yes"}, {}, "k1"),                       # gpufleet_full_run
     ({}, {"ansible_run_tags": ["torch"]}, "k1"),           # a part of the chain only
     ({}, {"ansible_skip_tags": ["sgl_kernel"]}, "k1"),
+    ({}, {"ansible_skip_tags": ["notest", "flashinfer_warm"]}, "k1"),  # a role's own phase
+    ({}, {"ansible_skip_tags": ["always"]}, "k1"),
+    ({}, {"ansible_skip_tags": ["untagged"]}, "k1"),
 ])
 def test_the_full_chain_otherwise(monkeypatch, args, task_vars, key):
     res, dummy = reach(dict({"mode": "deploy", "first_stage": "lock"}, **args), LINK, task_vars, key, monkeypatch)
@@ -85,3 +92,39 @@ def test_rollback_has_no_fast_path_and_no_key(monkeypatch):
 
 def test_choose_needs_a_key():
     assert choose({"markers": {}}, "deploy", "", True, "lock") == ({"status": "running"}, "lock", False)
+
+
+def test_skipping_tags_the_chain_does_not_use_keeps_the_fast_path(monkeypatch):
+    # molecule runs every converge with --skip-tags molecule-notest,notest,molecule-idempotence-notest
+    skip = {"ansible_skip_tags": ["molecule-notest", "notest", "molecule-idempotence-notest"]}
+    res, dummy = reach({"mode": "deploy", "first_stage": "lock"}, LINK, skip, monkeypatch=monkeypatch)
+    assert (res["fast"], res["whole_run"], res["stage"]) == (True, True, "verify")
+
+
+def test_every_tag_of_the_chain_counts_as_one():
+    """Each tag a task of the collection carries is one whole_run knows: a new
+    tag outside them would let --skip-tags leave a part out unnoticed."""
+    tags = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            value = node.get("tags")
+            if isinstance(value, str):
+                value = [value]
+            if isinstance(value, list) and "name" in node:  # a task or play, not galaxy_tags
+                tags.update(str(t) for t in value)
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    for folder in ("roles", "playbooks"):
+        for path in glob.glob(os.path.join(ROOT, folder, "**", "*.yml"), recursive=True):
+            if os.sep + "meta" + os.sep in path:
+                continue
+            with open(path, encoding="utf-8") as handle:
+                walk(yaml.safe_load(handle))
+    assert {"torch", "sgl_kernel", "uv_venv_install", "always"} <= tags, tags  # the walk found them
+    assert sorted(t for t in tags if not fleet_reach.chain_tag(t)) == []
+    assert not fleet_reach.chain_tag("notest") and not fleet_reach.chain_tag("molecule-idempotence-notest")
