@@ -68,7 +68,6 @@ def choose(res, mode, key, recorded_ok, first_stage):
     return {"status": "running"}, "verify" if fast else first_stage, fast
 
 
-
 def chain_tag(tag):
     """A tag that deploy.yml's chain uses (or a special tag that selects by tagging)."""
     return tag in STAGE_TAGS or tag in SPECIAL_TAGS or tag.startswith(ROLE_TAG_PREFIXES)
@@ -79,6 +78,7 @@ def whole_run(run_tags, skip_tags):
     if list(run_tags or ["all"]) != ["all"]:
         return False
     return not any(chain_tag(str(tag)) for tag in skip_tags or [])
+
 
 class ActionModule(ActionBase):
     """Reach the host, read its stable path and deploy key, choose the path."""
