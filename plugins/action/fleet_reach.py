@@ -16,6 +16,13 @@ and rollback.yml on each host, in one task.
    recorded in the active venv. Only a run of the whole chain (no --tags, and
    no --skip-tags that names a tag of the chain: see whole_run) without
    full_run may take the fast path.
+3. Whether this run takes the host lock (``take_lock``): always, except on
+   deploy.yml's fast path of a host where no lock is there (``lock_path``,
+   whose existence the same module run reads). The fast path only reads
+   (verifies) the host, as verify.yml does, which takes no lock; a host where
+   a lock is there takes the lock step as before: it waits for a live holder,
+   refuses it, or breaks a stale one. Two round trips per host (this one and
+   the verification) instead of four.
 
 The result (registered by the playbook) carries the host's first record
 (``record``: running, or unreachable), the ``stage`` a failure from here on is
@@ -47,6 +54,7 @@ ARGUMENT_SPEC = {
     "full_run": {"type": "raw", "default": False},
     "first_stage": {"type": "str", "default": "connect"},
     "root": {"type": "path", "required": True},
+    "lock_path": {"type": "str", "default": ""},
 }
 
 
@@ -66,6 +74,14 @@ def choose(res, mode, key, recorded_ok, first_stage):
     recorded = ((res.get("markers") or {}).get(MARKER) or {}) if recorded_ok else {}
     fast = mode == "deploy" and bool(key) and isinstance(recorded, dict) and recorded.get("key") == key
     return {"status": "running"}, "verify" if fast else first_stage, fast
+
+
+def take_lock(res, mode, fast, lock_path):
+    """Whether the run takes the host lock: not on the fast path of a host where
+    the lock directory is known not to be there."""
+    if mode != "deploy" or not fast or not lock_path:
+        return True
+    return (res.get("exists") or {}).get(lock_path, True) is not False
 
 
 def chain_tag(tag):
@@ -94,6 +110,10 @@ class ActionModule(ActionBase):
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         module_args = {"link": args["link"], "markers": [MARKER], "adopt": _flag(args["adopt"])}
+        # a lock path that is not absolute is the lock step's to refuse, naming it
+        lock_path = args["lock_path"] if str(args["lock_path"]).startswith("/") else ""
+        if args["mode"] == "deploy" and lock_path:
+            module_args["exists"] = [lock_path]
         try:
             res = self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
         except AnsibleConnectionFailure as exc:
@@ -121,5 +141,6 @@ class ActionModule(ActionBase):
             "deploy_key": key,
             "whole_run": whole,
             "fast": fast,
+            "take_lock": take_lock(res, mode, fast, lock_path),
         })
         return result

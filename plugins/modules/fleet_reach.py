@@ -24,6 +24,8 @@ description:
   - Then, on the controller, the deploy key of the host (filter gpufleet.inference.deploy_key) against the
     recorded one - RV(fast) is V(true) when they are the same and the run walks the whole chain (no C(--tags), no
     C(--skip-tags) that names a tag of the chain, no O(full_run)).
+  - In the same module run, whether the host lock directory O(lock_path) is there - RV(take_lock) is V(false) only
+    on the fast path of a host where it is not (that path only verifies, as verify.yml does, which takes no lock).
 author:
   - gpufleet.inference maintainers (@gpufleet)
 options:
@@ -52,6 +54,12 @@ options:
     description: The collection's root, whose code the deploy key hashes.
     type: path
     required: true
+  lock_path:
+    description:
+      - The host lock directory (C(gpufleet_host_lock_path)). Empty, or not an absolute path (the lock step refuses
+        that, naming it), and the run takes the lock step whatever the path.
+    type: str
+    default: ''
 attributes:
   action:
     description: The work is done by the action plugin of the same name.
@@ -73,6 +81,7 @@ EXAMPLES = r'''
     link: "{{ gpufleet_venv_link }}"
     mode: deploy
     root: "{{ playbook_dir | dirname }}"
+    lock_path: /var/lock/gpufleet
   check_mode: false
   register: __fleet_reach
 '''
@@ -100,6 +109,12 @@ whole_run:
     - The run walks the whole chain - no C(--tags), and no C(--skip-tags) that names one of the chain's tags (its
       stages, the roles' C(<role>_<phase>) tags, C(always), C(tagged), C(untagged)); skipping tags the chain does
       not use (molecule's C(notest)) leaves nothing out. Only such a run records the key.
+  returned: always
+  type: bool
+take_lock:
+  description:
+    - The run takes the host lock on this host - always for O(mode=rollback) and the full chain; on the fast path
+      only when a lock is there (a live run's is waited for or refuses the run, a stale one is broken).
   returned: always
   type: bool
 host_unreachable:

@@ -42,6 +42,13 @@ options:
     type: list
     elements: str
     default: []
+  exists:
+    description:
+      - Absolute paths whose existence to report in RV(exists), read in the same run (deploy.yml's reach step asks
+        for the host lock directory, C(gpufleet_host_lock_path)).
+    type: list
+    elements: str
+    default: []
   adopt:
     description:
       - Accept a hand-built venv directory (with C(pyvenv.cfg) and C(bin/python)) at the stable
@@ -107,7 +114,14 @@ markers:
   returned: always
   type: dict
   sample: {"gpufleet-deployed.json": {"key": "3f2a9c1e", "venv": "/home/deploy/ml-env-2026-11-20-3f2a9c1e"}}
+exists:
+  description: Each of O(exists) - whether something (a file, a directory, a symlink) is there.
+  returned: always
+  type: dict
+  sample: {"/var/lock/gpufleet": false}
 '''
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -120,6 +134,7 @@ def main():
             link=dict(type='str', required=True),
             venv=dict(type='str', default=''),
             markers=dict(type='list', elements='str', default=[]),
+            exists=dict(type='list', elements='str', default=[]),
             adopt=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
@@ -129,6 +144,10 @@ def main():
                         adopt=module.params['adopt'])
     except LinkError as exc:
         module.fail_json(msg=str(exc))
+    relative = [p for p in module.params['exists'] if not p.startswith('/')]
+    if relative:
+        module.fail_json(msg='exists takes absolute paths (got %s)' % ', '.join(relative))
+    state['exists'] = dict((p, os.path.lexists(p)) for p in module.params['exists'])
     module.exit_json(changed=False, **state)
 
 

@@ -132,10 +132,13 @@ def test_second_deploy_changes_nothing(fleet):
     # same code and inputs: every host takes the fast path (verify + report only)
     assert fast_path_hosts(fleet) == set(HOSTS)
     assert "TASK [gpufleet.inference.fleet : Stage venv]" not in out
+    # no lock there: the fast path only verifies, and takes none (skipped for every host, so no banner)
+    assert "Host lock | Take the host lock]" not in out
     # gpufleet_full_run walks the whole chain, and still changes nothing
     rc, out, stats = play(fleet, DEPLOY, extra={"gpufleet_full_run": True})
     assert rc == 0, out[-6000:]
     assert "TASK [gpufleet.inference.fleet : Stage venv]" in out and fast_path_hosts(fleet) == set()
+    assert "TASK [gpufleet.inference.fleet : Host lock | Take the host lock]" in out
     assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
     assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
 

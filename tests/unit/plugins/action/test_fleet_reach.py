@@ -53,6 +53,32 @@ def test_the_active_venvs_key_is_this_runs_the_fast_path(monkeypatch):
     assert calls == [(fleet_reach.MODULE, {"link": "~/ml-env", "markers": ["gpufleet-deployed.json"], "adopt": False})]
     assert (res["fast"], res["stage"], res["deploy_key"], res["record"]) == (True, "verify", "k1", {"status": "running"})
     assert res["whole_run"] is True and not res.get("failed") and res["target"] == "/home/deploy/ml-env-abc"
+    assert res["take_lock"] is True  # no lock path given: whether a lock is there is unknown
+
+
+LOCK = "/var/lock/gpufleet"
+
+
+@pytest.mark.parametrize("mode, key, there, take", [
+    ("deploy", "k1", False, False),   # the fast path, no lock there: it only verifies, like verify.yml
+    ("deploy", "k1", True, True),     # the fast path, a lock there: waited for, refused or broken as always
+    ("deploy", "k1", None, True),     # not read (the module failed on the stable path): taken
+    ("deploy", "k2", False, True),    # the full chain changes the host
+    ("rollback", "k1", False, True),  # a rollback switches the stable path
+])
+def test_the_lock_is_skipped_only_on_the_fast_path_with_none_there(monkeypatch, mode, key, there, take):
+    module = dict(LINK, exists={LOCK: there}) if there is not None else dict(LINK)
+    res, calls = reach({"mode": mode, "first_stage": "lock", "lock_path": LOCK}, module, key=key,
+                       monkeypatch=monkeypatch)
+    assert res["take_lock"] is take, res
+    asked = calls[0][1].get("exists")
+    assert asked == ([LOCK] if mode == "deploy" else None)
+
+
+def test_a_lock_path_that_is_not_absolute_is_left_to_the_lock_step(monkeypatch):
+    res, calls = reach({"mode": "deploy", "first_stage": "lock", "lock_path": "var/lock/gpufleet"},
+                       dict(LINK, exists={}), monkeypatch=monkeypatch)
+    assert "exists" not in calls[0][1] and res["take_lock"] is True and res["fast"] is True
 
 
 @pytest.mark.parametrize("args, task_vars, key", [

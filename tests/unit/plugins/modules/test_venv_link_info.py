@@ -134,3 +134,19 @@ def test_markers_without_active_venv_and_outside_it(tmp_path, monkeypatch):
     os.symlink(make_venv(str(tmp_path / 'ml-env-a')), str(tmp_path / 'ml-env'))
     result = run(monkeypatch, link=str(tmp_path / 'ml-env'), markers=['../../etc/shadow'])
     assert result.get('failed') is True and 'markers must be relative paths' in result['msg']
+
+
+def test_exists_reports_each_path_read_in_the_same_run(tmp_path, monkeypatch):
+    lock = tmp_path / 'gpufleet'
+    dangling = tmp_path / 'dangling'
+    os.symlink(str(tmp_path / 'nowhere'), str(dangling))
+    paths = [str(lock), str(dangling)]
+    assert run(monkeypatch, link=str(tmp_path / 'ml-env'), exists=paths)['exists'] == {paths[0]: False, paths[1]: True}
+    lock.mkdir()
+    assert run(monkeypatch, link=str(tmp_path / 'ml-env'), exists=paths)['exists'][paths[0]] is True
+    assert run(monkeypatch, link=str(tmp_path / 'ml-env'))['exists'] == {}
+
+
+def test_exists_refuses_a_relative_path(tmp_path, monkeypatch):
+    result = run(monkeypatch, link=str(tmp_path / 'ml-env'), exists=['var/lock/gpufleet'])
+    assert result.get('failed') is True and result['msg'] == 'exists takes absolute paths (got var/lock/gpufleet)'
