@@ -40,6 +40,17 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.sandbox)
 
 
+def pytest_runtest_logreport(report):
+    """Each phase of each test (setup, call, teardown) with its time, appended
+    as it ends to $GPUFLEET_TEST_TIMES (scripts/run-tests.sh names one per
+    stage): a stage its timeout cuts short writes no JUnit XML, and this file
+    still says where its time went."""
+    path = os.environ.get("GPUFLEET_TEST_TIMES")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("%.1f %s %s %s\n" % (report.duration, report.when, report.outcome, report.nodeid))
+
+
 @contextlib.contextmanager
 def cache_lock(name):
     """An exclusive lock on .cache/NAME.lock while a shared cache is filled:
