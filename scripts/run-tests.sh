@@ -129,10 +129,25 @@ for seconds, name in sorted(cases, reverse=True)[:10]:
 PY
 
 echo
+# The end of the output is what a truncated CI log keeps: the sandbox's first
+# failure (or remade host), then the failed test cases with their first line.
 if [ -s "$GPUFLEET_SANDBOX_FAILURE_LOG" ]; then
-  echo "sandbox failures: $(grep -c '^sandbox.py ' "$GPUFLEET_SANDBOX_FAILURE_LOG"); the first:"
-  head -c 2500 "$GPUFLEET_SANDBOX_FAILURE_LOG" | head -n 30 | sed 's/^/    /'
+  echo "sandbox failures and remade hosts: $(grep -c '^sandbox.py ' "$GPUFLEET_SANDBOX_FAILURE_LOG"); the first:"
+  head -c 2500 "$GPUFLEET_SANDBOX_FAILURE_LOG" | head -n 12 | sed 's/^/    /'
 fi
+python3 - "$logs" <<'PY'
+import glob, sys, xml.etree.ElementTree as E
+failed = []
+for path in sorted(glob.glob(sys.argv[1] + "/*.xml")):
+    for case in E.parse(path).getroot().iter("testcase"):
+        for bad in list(case.findall("failure")) + list(case.findall("error")):
+            text = (bad.get("message") or bad.text or "").strip().splitlines() or [""]
+            failed.append("%s::%s: %s" % (case.get("classname", ""), case.get("name", ""), text[0][:160]))
+if failed:
+    print("failed test cases: %d%s" % (len(failed), "; the first 8:" if len(failed) > 8 else ":"))
+    for line in failed[:8]:
+        print("    " + line)
+PY
 read -r passed failed < <(awk '{p += $1; f += $2} END {print p + 0, f + 0}' "$results")
 awk '$2 > 0 {$1 = $2 = ""; sub(/^  /, ""); print "failed: " $0}' "$results"
 echo "logs: .cache/test-logs/  total time: $(( $(date +%s) - t0 ))s"

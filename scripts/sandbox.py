@@ -3,9 +3,13 @@ real SSH with a key generated per sandbox. The containers share the
 controller's network (no bridge, no port forwarding, no firewall rules):
 host sbxN's sshd listens on 127.0.0.1 at port GPUFLEET_SANDBOX_PORT_BASE+N-1
 (22201 for sbx1). A host whose sshd does not answer fails with the
-container's state, sshd's state and log inside it and who listens on its port;
-with GPUFLEET_SANDBOX_FAILURE_LOG set, that error is also appended there
-(`make test` prints it at the end of its output).
+container's state and podman's record of it, sshd's state and log inside it,
+who listens on its port and the controller's free memory and disk. A host
+that podman records as running but whose init is gone, or a reused host whose
+sshd does not answer even after a restart, is made anew once (its state is
+lost), and that is said. With GPUFLEET_SANDBOX_FAILURE_LOG set, each such
+error and remade host is also appended there (`make test` prints them at the
+end of its output).
 
     sandbox.py up [--hosts N]      start (or reuse) N hosts, write the inventory
     sandbox.py down                remove every sandbox host and its key
@@ -41,6 +45,16 @@ REVISION_KEY, REVISION = "gpufleet.sandbox.revision", "2"
 REVISION_LABEL = "%s=%s" % (REVISION_KEY, REVISION)
 SSHD_CONF = "/etc/ssh/sshd_config.d/gpufleet-sandbox.conf"
 STARTABLE = ("created", "configured", "exited", "stopped")
+# What podman knows of a container's init: a dead one's exit code, whether the
+# kernel's OOM killer ended it, runc's error.
+STATE_FORMAT = ("{{.State.Status}} pid={{.State.Pid}} conmon={{.State.ConmonPid}} "
+                "exit={{.State.ExitCode}} oom_killed={{.State.OOMKilled}} "
+                "started={{.State.StartedAt}} error={{.State.Error}}")
+# Memory, disk and the kernel's last OOM kills on the controller, whose
+# processes the containers' are.
+CONTROLLER_STATE = ("free -m | awk 'NR==2 {print \"memory MiB: total \" $2 \", available \" $7}'; "
+                    "df -Pm / | awk 'NR==2 {print \"disk /: \" $4 \" MiB free\"}'; "
+                    "dmesg 2>/dev/null | grep -iE 'killed process|out of memory' | tail -n 3")
 
 
 class SandboxError(Exception):
@@ -108,10 +122,12 @@ def diagnose(name, port):
     for label, argv in (
             ("container", ["podman", "ps", "-a", "--filter", "name=^%s$" % name,
                            "--format", "{{.Status}}"]),
+            ("its record", ["podman", "inspect", "--format", STATE_FORMAT, name]),
             ("sshd in the host", ["podman", "exec", name, "sh", "-c",
                                   "systemctl is-active ssh.service; cat %s 2>&1; "
                                   "journalctl -u ssh.service -n 5 --no-pager 2>&1 | tail -n 5" % SSHD_CONF]),
-            ("listening on the port", ["sh", "-c", "ss -ltnp 2>&1 | grep -w ':%d' || true" % port])):
+            ("listening on the port", ["sh", "-c", "ss -ltnp 2>&1 | grep -w ':%d' || true" % port]),
+            ("the controller", ["sh", "-c", CONTROLLER_STATE])):
         proc = run(argv, check=False, timeout=30)
         lines.append("%s: %s" % (label, (proc.stdout + proc.stderr).strip().replace("\n", "; ") or "(nothing)"))
     return "\n".join(lines)
@@ -186,19 +202,66 @@ def up(n):
             print("sandbox: %s is %s (sandbox revision %s); making it anew"
                   % (name, c.get("State"), (c.get("Labels") or {}).get(REVISION_KEY, "1")),
                   file=sys.stderr)
-            run(["podman", "rm", "-f", "-t", "2", name], timeout=120)
+            remove(name)
             c = None
-        if c is None:
+        elif c is not None and c.get("State") == "running" and not alive(name):
+            # podman's record says running, but nothing runs in it (its init
+            # and conmon ended without podman seeing it: every exec is refused
+            # with "cannot exec in a stopped container"). Said, then made anew.
+            record("sandbox.py up: %s is recorded as running but its init is gone; making it anew\n%s"
+                   % (name, diagnose(name, port_of(name))))
+            remove(name)
+            c = None
+        fresh = c is None
+        if fresh:
             create(name, i)
             prepare(name, pubkey)
         elif c.get("State") != "running":
             run(["podman", "start", name])
             prepare(name, pubkey)
-        hosts[host_name(i)] = wait_ssh(name, port_of(name))
+        try:
+            hosts[host_name(i)] = wait_ssh(name, port_of(name))
+        except SandboxError as e:
+            if fresh:
+                raise
+            # A host this run did not make may be broken beyond a restart of
+            # its sshd: one new host, after saying why.
+            record("sandbox.py up: %s; making it anew" % e)
+            remove(name)
+            create(name, i)
+            prepare(name, pubkey)
+            hosts[host_name(i)] = wait_ssh(name, port_of(name))
     publish(hosts, key)
     print("sandbox up: %d host(s): %s; inventory %s"
           % (n, ", ".join("%s=%s:%d" % (h, a, p) for h, (a, p) in hosts.items()),
              os.path.relpath(INVENTORY, ROOT)))
+
+
+def alive(name):
+    """True when a process can be started in the container (its init runs)."""
+    return run(["podman", "exec", name, "true"], check=False, timeout=60).returncode == 0
+
+
+def remove(name):
+    """podman rm -f; a second time where the first fails: for a container whose
+    conmon is gone, the first attempt waits for an exit file no one writes,
+    fails, and leaves the container recorded as stopped."""
+    if run(["podman", "rm", "-f", "-t", "2", name], check=False, timeout=120).returncode != 0:
+        run(["podman", "rm", "-f", "-t", "2", name], timeout=120)
+
+
+def record(message):
+    """A sandbox event worth seeing at the end of `make test`: on stderr, and
+    appended to $GPUFLEET_SANDBOX_FAILURE_LOG where that is set."""
+    print("sandbox: %s" % message, file=sys.stderr)
+    append_log(message)
+
+
+def append_log(message):
+    path = os.environ.get("GPUFLEET_SANDBOX_FAILURE_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(message.rstrip("\n") + "\n")
 
 
 def current(c):
@@ -291,8 +354,8 @@ def tmpfs(host, path, size):
 
 def down():
     names = list(containers())
-    if names:
-        run(["podman", "rm", "-f", "-t", "2"] + names)
+    for name in names:
+        remove(name)
     for f in ("id_ed25519", "id_ed25519.pub", "known_hosts", "addresses.json"):
         p = os.path.join(STATE, f)
         if os.path.exists(p):
@@ -333,10 +396,7 @@ def main():
                 print("%s %s" % (name, c.get("State")))
     except SandboxError as e:
         print("sandbox: %s" % e, file=sys.stderr)
-        record = os.environ.get("GPUFLEET_SANDBOX_FAILURE_LOG")
-        if record:
-            with open(record, "a") as f:
-                f.write("sandbox.py %s: %s\n" % (" ".join(sys.argv[1:]), e))
+        append_log("sandbox.py %s: %s" % (" ".join(sys.argv[1:]), e))
         return 1
     return 0
 

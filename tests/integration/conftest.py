@@ -107,9 +107,11 @@ def run_playbook(playbook, inventory, extra_vars=None, check=False, tags=None,
     return Result(proc.returncode, out, parse_recap(out))
 
 
-def sandbox_cmd(*args):
+def sandbox_cmd(*args, env=None):
+    """scripts/sandbox.py ARGS (env: variables added to this process's); its stdout."""
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sandbox.py")] + list(args),
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+                          env=dict(os.environ, **(env or {})))
     if proc.returncode != 0:
         raise RuntimeError("sandbox.py %s failed: %s%s" % (" ".join(args), proc.stdout, proc.stderr))
     return proc.stdout

@@ -4,9 +4,13 @@ a collection tarball that ansible-galaxy accepts."""
 import glob
 import json
 import os
+import signal
 import subprocess
+import time
 
-from conftest import ROOT, base_env, venv_bin, sandbox_cmd
+from conftest import ROOT, SANDBOX_INVENTORY, base_env, venv_bin, sandbox_cmd
+
+PREFIX = os.environ.get("GPUFLEET_SANDBOX_PREFIX", "gpufleet-sbx")
 
 
 def ansible(*args, env=None):
@@ -45,6 +49,51 @@ def test_sandbox_up_twice_reuses_hosts(sandbox):
     sandbox_cmd("up", "--hosts", "3")
     assert podman_names() == before
     assert len([n for n in before if n.startswith("gpufleet-sbx")]) >= 3
+
+
+def test_sandbox_up_remakes_a_host_whose_init_is_gone(sandbox, tmp_path):
+    """podman records a host as running while its init and conmon are gone
+    (every exec refused: "cannot exec in a stopped container"): `up` says so,
+    with podman's record, and makes the host anew. On a fourth host, so that
+    the three the other tests use keep their state."""
+    sandbox(3)
+    name, log = PREFIX + "4", tmp_path / "sandbox-failures.log"
+    env = {"GPUFLEET_SANDBOX_FAILURE_LOG": str(log)}
+    try:
+        sandbox_cmd("up", "--hosts", "4", env=env)
+        pids = inspect(name, "{{.State.ConmonPid}} {{.State.Pid}}").split()
+        for pid in pids:  # conmon first: nothing is left to tell podman that the init ended
+            os.kill(int(pid), signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and exec_rc(name) == 0:
+            time.sleep(0.2)
+        assert exec_rc(name) != 0 and inspect(name, "{{.State.Status}}") == "running"
+        assert not log.exists()
+
+        out = sandbox_cmd("up", "--hosts", "4", env=env)
+        assert "sbx4=127.0.0.1:" in out, out
+        said = log.read_text()
+        assert said.startswith("sandbox.py up: %s is recorded as running but its init is gone; making it anew\n"
+                               % name), said
+        assert "its record: running pid=%s conmon=%s" % (pids[1], pids[0]) in said, said
+        assert "the controller: memory MiB: total" in said, said
+        new = inspect(name, "{{.State.Pid}}")
+        assert new not in pids and exec_rc(name) == 0
+        rc, out = ansible("-i", SANDBOX_INVENTORY, "sbx4", "-m", "ansible.builtin.command", "-a", "hostname")
+        assert rc == 0 and "sbx4" in out, out
+    finally:
+        subprocess.run(["podman", "rm", "-f", "-t", "2", name], capture_output=True, timeout=120, check=False)
+        sandbox(3)
+
+
+def inspect(name, fmt):
+    return subprocess.run(["podman", "inspect", "--format", fmt, name], capture_output=True, text=True,
+                          timeout=60, check=True).stdout.strip()
+
+
+def exec_rc(name):
+    return subprocess.run(["podman", "exec", name, "true"], capture_output=True, timeout=60,
+                          check=False).returncode
 
 
 def test_collection_builds_and_installs(tmp_path):
