@@ -1,7 +1,7 @@
 """Bad input on real sandbox hosts: every case is refused before any change.
 
 Each case runs deploy.yml, verify.yml or rollback.yml on one sandbox host
-(--limit) with one bad value and checks that the run failed, that the failure
+with one bad value and checks that the run failed, that the failure
 message names the variable and what it may be, that it failed in the stage
 that validates (deploy: preflight), and that the host is exactly as before:
 its venvs (every file with its mtime), the stable link, /etc/ld.so.conf.d,
@@ -11,8 +11,12 @@ its venvs (every file with its mtime), the stable link, /etc/ld.so.conf.d,
 The hosts first get a "previous" state: a real venv ~/ml-env-<hex> with a
 marker distribution, ~/ml-env linked to it, and a loader file in
 /etc/ld.so.conf.d written as root. The cases only reach the preflight, so the
-module fixture runs them on the three hosts at once (one case at a time per
-host); each parametrized test then checks its own case.
+module fixture runs three cases of one playbook in one run, one per host: the
+run's inventory gives each host its case's values as host variables, and each
+host's report row and snapshot are its own case's (a failure stays
+attributable to its case). The cases refused on the controller before the
+hosts' play (a host pattern, the play keywords, an empty inventory) run one
+per run, with -e. Each parametrized test then checks its own case.
 """
 import collections
 import concurrent.futures
@@ -272,14 +276,49 @@ def report_row(report_dir, host):
 
 
 def run_case(ctx, c, host):
+    """A case refused on the controller: one run, its values with -e."""
     report_dir = os.path.join(ctx["tmp"], c.id)
-    extra = c.extra(ctx) if callable(c.extra) else c.extra
     result = run_playbook(os.path.join(ROOT, "playbooks", c.playbook + ".yml"),
-                          ctx["inventories"][c.inventory], extra_vars=dict(extra, gpufleet_report_dir=report_dir),
+                          ctx["inventories"][c.inventory], extra_vars=dict(values(ctx, c), gpufleet_report_dir=report_dir),
                           limit=None if c.id in NO_HOSTS else host, timeout=600,
                           # each message on one line, its quotes as they are
                           env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
     return Outcome(result.rc, result.out, report_row(report_dir, host), ssh(ctx, host, SNAPSHOT))
+
+
+def values(ctx, c):
+    return c.extra(ctx) if callable(c.extra) else c.extra
+
+
+def run_batch(ctx, number, batch):
+    """Cases [(host, case)] of one playbook in one run: the inventory is the
+    sandbox's hosts and group_vars, with host_vars/<host>.yml holding that
+    host's case. Returns {case id: (host, Outcome)}."""
+    inventory = os.path.join(ctx["tmp"], "inventory-%02d" % number)
+    os.makedirs(os.path.join(inventory, "host_vars"))
+    for name in ("hosts.yml", "group_vars"):
+        os.symlink(os.path.join(ctx["inventories"]["sandbox"], name), os.path.join(inventory, name))
+    for host, c in batch:
+        with open(os.path.join(inventory, "host_vars", host + ".yml"), "w", encoding="utf-8") as fh:
+            yaml.safe_dump(values(ctx, c), fh)
+    report_dir = os.path.join(ctx["tmp"], "run-%02d" % number)
+    result = run_playbook(os.path.join(ROOT, "playbooks", batch[0][1].playbook + ".yml"), inventory,
+                          extra_vars={"gpufleet_report_dir": report_dir},
+                          limit=",".join(host for host, dummy in batch), timeout=600,
+                          env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
+    with concurrent.futures.ThreadPoolExecutor(len(batch)) as pool:
+        after = dict(zip([h for h, dummy in batch], pool.map(lambda hc: ssh(ctx, hc[0], SNAPSHOT), batch)))
+    return {c.id: (host, Outcome(result.rc, result.out, report_row(report_dir, host), after[host]))
+            for host, c in batch}
+
+
+def batches(cases):
+    """The host-level cases, in order, as runs of up to len(HOSTS) cases of one playbook."""
+    runs = []
+    for playbook in STAGE:
+        same = [c for c in cases if c.playbook == playbook]
+        runs += [list(zip(HOSTS, same[i:i + len(HOSTS)])) for i in range(0, len(same), len(HOSTS))]
+    return runs
 
 
 @pytest.fixture(scope="module", name="outcomes")
@@ -302,11 +341,13 @@ def outcomes_fixture(sandbox, tmp_path_factory):
         for host, snap in before.items():
             # the snapshot sees the previous state it must protect
             assert "gpufleet-bad-input-marker==1.0" in snap and "gpufleet-test.conf" in snap, snap
-        queues = {h: CASES[i::len(HOSTS)] for i, h in enumerate(HOSTS)}
-        jobs = {h: pool.submit(lambda h=h: {c.id: (h, run_case(ctx, c, h)) for c in queues[h]}) for h in HOSTS}
-        results = {}
-        for job in jobs.values():
-            results.update(job.result())
+        # refused on the controller: reach no host, so three at once
+        alone = [c for c in CASES if c.id in NO_HOSTS]
+        results = dict(zip([c.id for c in alone], pool.map(
+            lambda ic: (HOSTS[ic[0] % len(HOSTS)], run_case(ctx, ic[1], HOSTS[ic[0] % len(HOSTS)])),
+            enumerate(alone))))
+    for number, batch in enumerate(batches([c for c in CASES if c.id not in NO_HOSTS])):
+        results.update(run_batch(ctx, number, batch))
     yield {"before": before, "results": results}
     with concurrent.futures.ThreadPoolExecutor(len(HOSTS)) as pool:
         list(pool.map(lambda h: ssh(ctx, h, CLEANUP), HOSTS))

@@ -1,7 +1,7 @@
 """sgl_kernel on the controller itself (connection local):
 
 - the CUDA compile for real: the fixture built by the role for 9.0a with nvcc 13
-  against torch 2.14.1 (CUDA build; pip finds it through its own configuration),
+  against torch 2.14.1 (CUDA build, installed from the package index with uv),
   no GPU needed; one CUDA-torch venv under .cache/, made once and reused;
 - the ABI break for real: the fixture built against torch 2.14.1, then the venv's
   torch swapped for 2.13.0: the role's ABI check fails with the undefined symbol,
@@ -25,7 +25,7 @@ import pytest
 
 import yaml
 
-from conftest import ROOT, cuobjdump_home
+from conftest import ROOT, cuobjdump_home, venv_bin
 from sgl_kernel_helpers import BUILD_REQS, DEPLOY, fixture_repo, git, run_playbook
 
 CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda-13.0")
@@ -38,15 +38,26 @@ def site(venv):
     return os.path.join(venv, "lib", PYVER, "site-packages")
 
 
-def ensure_venv(venv, torch_spec):
-    """One venv per torch under .cache/, made once (the CUDA one is ~5.5 GB) and reused."""
+def ensure_venv(venv, torch_spec, installer="pip"):
+    """One venv per torch under .cache/, made once and reused. installer "pip"
+    finds torch through pip's own configuration (the 2.13.0 CPU wheel); "uv"
+    takes it from the package index: the CUDA build with its nvidia-* wheels
+    (~5.5 GB installed), which uv installs in well under a minute where pip
+    took several."""
     stamp = os.path.join(venv, ".gpufleet-test-ready")
     if not os.path.exists(stamp):
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([os.path.join(venv, "bin", "python"), "-m", "pip", "install", "-q", torch_spec] + BUILD_REQS,
-                       check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", venv], check=True)
+        python = os.path.join(venv, "bin", "python")
+        pip = [python, "-m", "pip", "install", "-q", torch_spec] + BUILD_REQS
+        if installer != "uv" or subprocess.run([venv_bin("uv"), "pip", "install", "-q", "--python", python, torch_spec]
+                                               + BUILD_REQS, check=False).returncode != 0:
+            subprocess.run(pip, check=True)  # (uv's own error is on stderr above)
         open(stamp, "w").close()
     return venv
+
+
+def cuda_venv():
+    return ensure_venv(CUDA_VENV, "torch==2.14.1", installer="uv")
 
 
 def local_inventory(tmp_path):
@@ -93,7 +104,7 @@ def builds(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(CUDA_HOME, "bin", "nvcc")), reason="no CUDA toolkit at CUDA_HOME")
 def test_cuda_build_for_9_0a_once_then_nothing(tmp_path, repo):
-    venv = ensure_venv(CUDA_VENV, "torch==2.14.1")
+    venv = cuda_venv()
     inv = local_inventory(tmp_path)
     extra = cuda_vars(tmp_path, repo, venv)
     r = run_playbook(DEPLOY, inv, extra_vars=extra, timeout=1800)
@@ -150,7 +161,7 @@ def test_build_without_the_gencode_rule_is_refused_by_the_audit(tmp_path, repo):
     """The trap without its rule: the fixture compiles its hard-coded sm_90 /
     sm_110 list, the audit finds no sm_90a in common_ops and refuses the wheel
     before it is cached or installed."""
-    venv = ensure_venv(CUDA_VENV, "torch==2.14.1")
+    venv = cuda_venv()
     with open(os.path.join(ROOT, "roles", "sgl_kernel", "defaults", "main.yml")) as handle:
         rules = [r for r in yaml.safe_load(handle)["sgl_kernel_patch_rules"] if r["name"] != "gencode-exactly-the-arch-list"]
     marker = os.path.join(venv, "gpufleet-sgl_kernel.json")
@@ -169,17 +180,17 @@ def test_build_without_the_gencode_rule_is_refused_by_the_audit(tmp_path, repo):
 
 def test_abi_break_names_both_torch_versions(tmp_path, repo):
     """Built against torch 2.14.1, then torch replaced by 2.13.0 under it."""
-    cuda_venv = ensure_venv(CUDA_VENV, "torch==2.14.1")
+    cuda_torch = cuda_venv()
     cpu_venv = ensure_venv(CPU_VENV, "torch==2.13.0")
     venv = str(tmp_path / "abi-venv")
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
     pth = os.path.join(site(venv), "gpufleet-test-torch.pth")
     with open(pth, "w") as f:  # torch 2.14.1 (and the build requirements) seen from this venv
-        f.write(site(cuda_venv) + "\n")
+        f.write(site(cuda_torch) + "\n")
     inv = local_inventory(tmp_path)
     extra = base_vars(tmp_path, repo, venv, sgl_kernel_cuda=False,
                       # a CUDA torch's CMake config looks for the toolkit even for a CPU-only build
-                      sgl_kernel_cmake_args=nvrtc_args(cuda_venv) + ["-DCUDA_TOOLKIT_ROOT_DIR=" + CUDA_HOME],
+                      sgl_kernel_cmake_args=nvrtc_args(cuda_torch) + ["-DCUDA_TOOLKIT_ROOT_DIR=" + CUDA_HOME],
                       sgl_kernel_build_env={"CUDA_HOME": CUDA_HOME, "CUDACXX": CUDA_HOME + "/bin/nvcc"})
     r = run_playbook(DEPLOY, inv, extra_vars=extra, timeout=1800)
     assert r.rc == 0, r.out[-6000:]
