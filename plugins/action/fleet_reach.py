@@ -79,9 +79,8 @@ def choose(res, mode, key, recorded_ok, first_stage):
 def take_lock(res, mode, fast, lock_path):
     """Whether the run takes the host lock: not on the fast path of a host where
     the lock directory is known not to be there."""
-    if mode != "deploy" or not fast or not lock_path:
-        return True
-    return (res.get("exists") or {}).get(lock_path, True) is not False
+    absent = (res.get("exists") or {}).get(lock_path) is False  # not read: None
+    return not (mode == "deploy" and fast and absent)
 
 
 def chain_tag(tag):
