@@ -5,9 +5,9 @@ host sbxN's sshd listens on 127.0.0.1 at port GPUFLEET_SANDBOX_PORT_BASE+N-1
 (22201 for sbx1). A host whose sshd does not answer fails with the
 container's state and podman's record of it, sshd's state and log inside it,
 who listens on its port and the controller's free memory and disk. A host
-that podman records as running but whose init is gone, or a reused host whose
-sshd does not answer even after a restart, is made anew once (its state is
-lost), and that is said. With GPUFLEET_SANDBOX_FAILURE_LOG set, each such
+that podman records as running but whose init is gone, or a reused host that
+does not start or whose sshd does not answer even after a restart, is made
+anew once (its state is lost), and that is said. With GPUFLEET_SANDBOX_FAILURE_LOG set, each such
 error and remade host is also appended there (`make test` prints them at the
 end of its output).
 
@@ -213,19 +213,20 @@ def up(n):
             remove(name)
             c = None
         fresh = c is None
-        if fresh:
-            create(name, i)
-            prepare(name, pubkey)
-        elif c.get("State") != "running":
-            run(["podman", "start", name])
-            prepare(name, pubkey)
         try:
+            if fresh:
+                create(name, i)
+                prepare(name, pubkey)
+            elif c.get("State") != "running":
+                run(["podman", "start", name])
+                prepare(name, pubkey)
             hosts[host_name(i)] = wait_ssh(name, port_of(name))
         except SandboxError as e:
             if fresh:
                 raise
             # A host this run did not make may be broken beyond a restart of
-            # its sshd: one new host, after saying why.
+            # its sshd, or refuse to start ("container state improper"): one
+            # new host, after saying why.
             record("sandbox.py up: %s; making it anew" % e)
             remove(name)
             create(name, i)
