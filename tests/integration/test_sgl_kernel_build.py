@@ -13,6 +13,10 @@
   9.0a, and nothing is installed or cached;
 - a patch rule that no longer matches fails with its name and the ref;
 - a build that fails shows the tail of its log.
+
+Only the 9.0a build compiles the whole fixture; the ABI break, the audit's
+refusal and the failed build compile its scale_add op alone (CMake option
+SGL_KERNEL_FIXTURE_SCALE_ADD_ONLY: same CMakeLists and flags, fewer units).
 """
 import glob
 import json
@@ -160,15 +164,20 @@ def cuda_vars(tmp_path, repo, venv, **kw):
 def test_build_without_the_gencode_rule_is_refused_by_the_audit(tmp_path, repo):
     """The trap without its rule: the fixture compiles its hard-coded sm_90 /
     sm_110 list, the audit finds no sm_90a in common_ops and refuses the wheel
-    before it is cached or installed."""
+    before it is cached or installed. The fixture's scale_add op alone is built
+    (SGL_KERNEL_FIXTURE_SCALE_ADD_ONLY: the same CMakeLists and flags, one CUDA
+    unit instead of three and no flash_ops), the trap being in the flags."""
     venv = cuda_venv()
     with open(os.path.join(ROOT, "roles", "sgl_kernel", "defaults", "main.yml")) as handle:
         rules = [r for r in yaml.safe_load(handle)["sgl_kernel_patch_rules"] if r["name"] != "gencode-exactly-the-arch-list"]
     marker = os.path.join(venv, "gpufleet-sgl_kernel.json")
     before = open(marker).read() if os.path.exists(marker) else None
     extra = cuda_vars(tmp_path, repo, venv, sgl_kernel_patch_rules=rules)
+    extra["sgl_kernel_cmake_args"] = extra["sgl_kernel_cmake_args"] + ["-DSGL_KERNEL_FIXTURE_SCALE_ADD_ONLY=ON"]
     r = run_playbook(DEPLOY, local_inventory(tmp_path), extra_vars=extra, timeout=1800)
     assert r.rc != 0, r.out[-4000:]
+    log = "".join(open(f).read() for f in glob.glob(str(tmp_path / "work" / "logs" / "build-*.log")))
+    assert "scale_add.cu" in log and "norm.cu" not in log and "flash_sm90a.cu" not in log, log[-3000:]
     assert "refused on localhost: arch audit: sgl_kernel/common_ops" in r.out, r.out[-4000:]
     assert "has no code for 9.0a (SASS sm_90a or PTX compute_90a); it has SASS sm_90, sm_110" in r.out, r.out[-4000:]
     assert "Nothing was installed on any host" in r.out
@@ -179,7 +188,9 @@ def test_build_without_the_gencode_rule_is_refused_by_the_audit(tmp_path, repo):
 
 
 def test_abi_break_names_both_torch_versions(tmp_path, repo):
-    """Built against torch 2.14.1, then torch replaced by 2.13.0 under it."""
+    """Built against torch 2.14.1, then torch replaced by 2.13.0 under it. The
+    scale_add op alone (SGL_KERNEL_FIXTURE_SCALE_ADD_ONLY): its CPU unit is the
+    one that calls the symbol torch 2.13.0 lacks."""
     cuda_torch = cuda_venv()
     cpu_venv = ensure_venv(CPU_VENV, "torch==2.13.0")
     venv = str(tmp_path / "abi-venv")
@@ -190,7 +201,8 @@ def test_abi_break_names_both_torch_versions(tmp_path, repo):
     inv = local_inventory(tmp_path)
     extra = base_vars(tmp_path, repo, venv, sgl_kernel_cuda=False,
                       # a CUDA torch's CMake config looks for the toolkit even for a CPU-only build
-                      sgl_kernel_cmake_args=nvrtc_args(cuda_torch) + ["-DCUDA_TOOLKIT_ROOT_DIR=" + CUDA_HOME],
+                      sgl_kernel_cmake_args=nvrtc_args(cuda_torch) + ["-DCUDA_TOOLKIT_ROOT_DIR=" + CUDA_HOME,
+                                                                      "-DSGL_KERNEL_FIXTURE_SCALE_ADD_ONLY=ON"],
                       sgl_kernel_build_env={"CUDA_HOME": CUDA_HOME, "CUDACXX": CUDA_HOME + "/bin/nvcc"})
     r = run_playbook(DEPLOY, inv, extra_vars=extra, timeout=1800)
     assert r.rc == 0, r.out[-6000:]
@@ -225,7 +237,8 @@ def test_failed_build_shows_the_log_tail(tmp_path, repo):
     venv = ensure_venv(CPU_VENV, "torch==2.13.0")
     broken = {"name": "test-break-the-build", "file": "csrc/scale_add_cpu.cc", "reason": "test",
               "pattern": '#include "sgl_kernel_ops.h"', "insert_before": "#error gpufleet-test-broken-build"}
-    extra = base_vars(tmp_path, repo, venv, sgl_kernel_cuda=False, sgl_kernel_patch_rules_extra=[broken])
+    extra = base_vars(tmp_path, repo, venv, sgl_kernel_cuda=False, sgl_kernel_patch_rules_extra=[broken],
+                      sgl_kernel_cmake_args=["-DSGL_KERNEL_FIXTURE_SCALE_ADD_ONLY=ON"])
     r = run_playbook(DEPLOY, local_inventory(tmp_path), extra_vars=extra, timeout=1200)
     assert r.rc != 0, r.out[-4000:]
     assert "sgl_kernel build of ABI key" in r.out and "Full log on the host" in r.out
