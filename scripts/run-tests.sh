@@ -106,16 +106,23 @@ lane_hosts & hosts_pid=$!
 lane_local & local_pid=$!
 wait $hosts_pid $local_pid
 
+# The end of the output is what a truncated CI log keeps: after the slowest
+# test cases, the sandbox's first failure (or remade host), then the failed
+# test cases with their first line.
 echo
-echo "slowest test cases:"
-python3 - "$logs" <<'PY'
+python3 - "$logs" "$GPUFLEET_SANDBOX_FAILURE_LOG" <<'PY'
 import collections, glob, os, sys, xml.etree.ElementTree as E
-cases = []
-for path in glob.glob(sys.argv[1] + "/*.xml"):
+logs, sandbox_log = sys.argv[1:3]
+cases, failed = [], []
+for path in sorted(glob.glob(logs + "/*.xml")):
     for case in E.parse(path).getroot().iter("testcase"):
-        cases.append((float(case.get("time", 0)), case.get("classname", "") + "::" + case.get("name", "")))
+        name = case.get("classname", "") + "::" + case.get("name", "")
+        cases.append((float(case.get("time", 0)), name))
+        for bad in list(case.findall("failure")) + list(case.findall("error")):
+            text = (bad.get("message") or bad.text or "").strip().splitlines() or [""]
+            failed.append("%s: %s" % (name, text[0][:160]))
 # a stage cut short by its timeout has no XML: its per-phase times (conftest.py)
-for path in glob.glob(sys.argv[1] + "/*.times"):
+for path in glob.glob(logs + "/*.times"):
     if os.path.exists(path[:-len(".times")] + ".xml"):
         continue
     total = collections.Counter()
@@ -124,25 +131,17 @@ for path in glob.glob(sys.argv[1] + "/*.times"):
             seconds, when, outcome, nodeid = line.rstrip("\n").split(" ", 3)
             total[nodeid] += float(seconds)
     cases += [(t, n + " (stage cut short)") for n, t in total.items()]
+print("slowest test cases:")
 for seconds, name in sorted(cases, reverse=True)[:10]:
     print("    %7.1fs  %s" % (seconds, name))
-PY
-
-echo
-# The end of the output is what a truncated CI log keeps: the sandbox's first
-# failure (or remade host), then the failed test cases with their first line.
-if [ -s "$GPUFLEET_SANDBOX_FAILURE_LOG" ]; then
-  echo "sandbox failures and remade hosts: $(grep -c '^sandbox.py ' "$GPUFLEET_SANDBOX_FAILURE_LOG"); the first:"
-  head -c 2500 "$GPUFLEET_SANDBOX_FAILURE_LOG" | head -n 12 | sed 's/^/    /'
-fi
-python3 - "$logs" <<'PY'
-import glob, sys, xml.etree.ElementTree as E
-failed = []
-for path in sorted(glob.glob(sys.argv[1] + "/*.xml")):
-    for case in E.parse(path).getroot().iter("testcase"):
-        for bad in list(case.findall("failure")) + list(case.findall("error")):
-            text = (bad.get("message") or bad.text or "").strip().splitlines() or [""]
-            failed.append("%s::%s: %s" % (case.get("classname", ""), case.get("name", ""), text[0][:160]))
+print()
+if os.path.exists(sandbox_log) and os.path.getsize(sandbox_log):
+    with open(sandbox_log, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    events = sum(1 for line in text.splitlines() if line.startswith("sandbox.py "))
+    print("sandbox failures and remade hosts: %d; the first:" % events)
+    for line in text[:2500].splitlines()[:12]:
+        print("    " + line)
 if failed:
     print("failed test cases: %d%s" % (len(failed), "; the first 8:" if len(failed) > 8 else ":"))
     for line in failed[:8]:

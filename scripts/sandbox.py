@@ -145,8 +145,8 @@ def wait_ssh(name, port, timeout=float(os.environ.get("GPUFLEET_SANDBOX_SSH_TIME
             restarted = True
             print("sandbox: %s: no sshd on 127.0.0.1:%d after 10s; restarting ssh.service\n%s"
                   % (name, port, diagnose(name, port)), file=sys.stderr)
-            run(["podman", "exec", name, "sh", "-c", "systemctl reset-failed ssh.service; systemctl restart ssh.service"],
-                check=False, timeout=60)
+            run(["podman", "exec", name, "sh", "-c",
+                 "systemctl reset-failed ssh.service; systemctl restart ssh.service"], check=False, timeout=60)
         time.sleep(0.2)
     raise SandboxError("sshd of %s does not answer on 127.0.0.1:%d within %ds\n%s"
                        % (name, port, timeout, diagnose(name, port)))
@@ -204,14 +204,6 @@ def up(n):
                   file=sys.stderr)
             remove(name)
             c = None
-        elif c is not None and c.get("State") == "running" and not alive(name):
-            # podman's record says running, but nothing runs in it (its init
-            # and conmon ended without podman seeing it: every exec is refused
-            # with "cannot exec in a stopped container"). Said, then made anew.
-            record("sandbox.py up: %s is recorded as running but its init is gone; making it anew\n%s"
-                   % (name, diagnose(name, port_of(name))))
-            remove(name)
-            c = None
         fresh = c is None
         try:
             if fresh:
@@ -220,14 +212,21 @@ def up(n):
             elif c.get("State") != "running":
                 run(["podman", "start", name])
                 prepare(name, pubkey)
+            elif not alive(name):
+                # podman's record says running, but nothing runs in it (its
+                # init and conmon ended without podman seeing it: every exec
+                # is refused with "cannot exec in a stopped container").
+                raise SandboxError("%s is recorded as running but its init is gone\n%s"
+                                   % (name, diagnose(name, port_of(name))))
             hosts[host_name(i)] = wait_ssh(name, port_of(name))
         except SandboxError as e:
             if fresh:
                 raise
             # A host this run did not make may be broken beyond a restart of
-            # its sshd, or refuse to start ("container state improper"): one
-            # new host, after saying why.
-            record("sandbox.py up: %s; making it anew" % e)
+            # its sshd, refuse to start ("container state improper") or have
+            # no init left: one new host, after saying why.
+            head, sep, rest = str(e).partition("\n")
+            record("sandbox.py up: %s; making it anew%s%s" % (head, sep, rest))
             remove(name)
             create(name, i)
             prepare(name, pubkey)

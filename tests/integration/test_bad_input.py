@@ -276,11 +276,12 @@ def report_row(report_dir, host):
 
 
 def run_case(ctx, c, host):
-    """A case refused on the controller: one run, its values with -e."""
+    """A case refused on the controller (NO_HOSTS): one run of the whole
+    inventory, its values with -e; host is the one whose row and snapshot are read."""
     report_dir = os.path.join(ctx["tmp"], c.id)
     result = run_playbook(os.path.join(ROOT, "playbooks", c.playbook + ".yml"),
                           ctx["inventories"][c.inventory], extra_vars=dict(values(ctx, c), gpufleet_report_dir=report_dir),
-                          limit=None if c.id in NO_HOSTS else host, timeout=600,
+                          timeout=600,
                           # each message on one line, its quotes as they are
                           env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
     return Outcome(result.rc, result.out, report_row(report_dir, host), ssh(ctx, host, SNAPSHOT))
