@@ -3,11 +3,19 @@
 
 Runs playbooks/verify.yml through ansible-runner's Python API (the engine AWX /
 Automation Controller use), shows progress while hosts finish (done / total),
-prints the summary table, writes the fleet report (reports/ by default) and
-exits non-zero when any host failed, drifted or could not be reached.
+prints the summary table, writes the fleet report (./reports of the directory
+it is started from by default, never inside the collection) and exits non-zero
+when any host failed, drifted or could not be reached.
+
+From a checkout (the controller venv of `make bootstrap`):
 
     .venv/bin/python tools/fleet_verify.py -i inventories/cluster
     .venv/bin/python tools/fleet_verify.py -i inventories/sandbox --limit sbx1 --no-smoke
+
+From an installed collection (ansible-galaxy collection install), with the
+Python that has ansible-core and ansible-runner:
+
+    cd ~/fleet && python ~/.ansible/collections/ansible_collections/gpufleet/inference/tools/fleet_verify.py -i inventory
 
 Exit status: 0 every host verified and unchanged; 1 a host failed, drifted,
 was unreachable or was not run; 2 the run itself broke (bad inventory, no
@@ -26,9 +34,16 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The collection is importable from the controller venv: `make bootstrap` puts
-# the checkout's .collections (ansible.cfg's collections_path) on its path.
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_report import (
+# A checkout carries .collections (ansible.cfg's collections_path, a link back
+# to the checkout) and its own ansible.cfg; an installed collection lies at
+# <collections path>/ansible_collections/gpufleet/inference and runs with the
+# operator's own configuration.
+CHECKOUT = os.path.isdir(os.path.join(ROOT, ".collections"))
+COLLECTIONS_PATH = (os.path.join(ROOT, ".collections") if CHECKOUT
+                    else os.path.dirname(os.path.dirname(os.path.dirname(ROOT))))
+if COLLECTIONS_PATH not in sys.path:
+    sys.path.append(COLLECTIONS_PATH)
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_report import (  # noqa: E402
     REPORT_BASENAME,
     summary_table,
 )
@@ -87,8 +102,9 @@ def parse_args(argv):
     p.add_argument("-l", "--limit", help="host pattern to limit the run to")
     p.add_argument("-e", "--extra-vars", action="append", default=[],
                    help="extra variables: key=value or a JSON object (repeatable)")
-    p.add_argument("--report-dir", default=os.path.join(ROOT, "reports"),
-                   help="where the fleet report goes (default: %(default)s)")
+    p.add_argument("--report-dir", default="reports",
+                   help="where the fleet report, its history and the lock baselines go; relative to the "
+                        "working directory (default: %(default)s)")
     p.add_argument("--no-smoke", action="store_true", help="skip the GPU smoke test (gpufleet_verify_smoke=false)")
     p.add_argument("--forks", type=int, default=0, help="parallel hosts (default: ansible.cfg)")
     p.add_argument("--check", action="store_true", help="run under --check (verify.yml is read-only either way)")
@@ -136,16 +152,28 @@ def run(args, out=sys.stdout, err=sys.stderr):
     # ansible-playbook must be the one next to this interpreter (the project venv).
     bindir = os.path.dirname(sys.executable)
     envvars = {
-        "ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg"),
         "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
         "ANSIBLE_FORCE_COLOR": "false",
     }
+    if CHECKOUT:
+        envvars["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
+        project_dir = ROOT
+    else:
+        # the operator's ansible.cfg (ANSIBLE_CONFIG, or the one in the working
+        # directory) and this collection found first, whatever their path says
+        project_dir = os.getcwd()
+        paths = os.environ.get("ANSIBLE_COLLECTIONS_PATH", "")
+        envvars["ANSIBLE_COLLECTIONS_PATH"] = COLLECTIONS_PATH + (os.pathsep + paths if paths else "")
+        if os.environ.get("ANSIBLE_CONFIG"):
+            envvars["ANSIBLE_CONFIG"] = os.environ["ANSIBLE_CONFIG"]
+        elif os.path.exists("ansible.cfg"):
+            envvars["ANSIBLE_CONFIG"] = os.path.abspath("ansible.cfg")
     progress = Progress(err, quiet=args.quiet)
     private = tempfile.mkdtemp(prefix="gpufleet-runner-")
     try:
         kwargs = dict(
             private_data_dir=private,
-            project_dir=ROOT,
+            project_dir=project_dir,
             playbook=os.path.join(ROOT, "playbooks", "verify.yml"),
             inventory=inventories[0],
             extravars=extra_vars(args),

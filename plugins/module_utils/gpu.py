@@ -357,6 +357,58 @@ HEALTH_EXPECT_SPEC = dict(
 )
 
 
+# What the hardware must be (torch_verify expect, gpu_facts expect): key -> type.
+# Judged from nvidia-smi before any change (deploy's preflight) and again from
+# torch in the venv (torch_verify), with the same words.
+DEVICE_EXPECT_SPEC = dict(
+    device_count=dict(type='int'),
+    device_name=dict(type='str'),
+    compute_capability=dict(type='str'),
+    min_driver_version=dict(type='str'),
+)
+
+
+def version_tuple(text):
+    """"580.159.04" -> (580, 159, 4); numeric, so that "10" > "8"."""
+    return tuple(int(part) for part in re.findall(r'\d+', str(text)))
+
+
+def check_device_expectations(expect, devices, device_count, driver_version):
+    """Every unmet device expectation -> 'name: expected X, found Y'.
+
+    devices: [{index, name, compute_capability}], as nvidia-smi (gpu_facts) or
+    torch (torch_verify) lists them; device_name is a regular expression."""
+    expect = dict((key, value) for key, value in (expect or {}).items()
+                  if key in DEVICE_EXPECT_SPEC and value is not None)
+    failures = []
+    devices = devices or []
+
+    def fail(name, expected, found):
+        failures.append('%s: expected %s, found %s' % (name, expected, found))
+
+    if 'device_count' in expect and expect['device_count'] != device_count:
+        fail('device_count', expect['device_count'], device_count)
+    if 'device_name' in expect:
+        pattern = re.compile(expect['device_name'])
+        if not devices:
+            fail('device_name', 'devices matching %r' % expect['device_name'], 'no device')
+        for device in devices:
+            if not pattern.search(device['name']):
+                fail('device_name', 'a name matching %r' % expect['device_name'],
+                     '%r on device %d' % (device['name'], device['index']))
+    if 'compute_capability' in expect:
+        if not devices:
+            fail('compute_capability', expect['compute_capability'], 'no device')
+        for device in devices:
+            if device['compute_capability'] != expect['compute_capability']:
+                fail('compute_capability', expect['compute_capability'],
+                     '%s on device %d' % (device['compute_capability'], device['index']))
+    if 'min_driver_version' in expect:
+        if driver_version is None or version_tuple(driver_version) < version_tuple(expect['min_driver_version']):
+            fail('min_driver_version', '>= %s' % expect['min_driver_version'], driver_version)
+    return failures
+
+
 def _label(gpu):
     return 'GPU %s (%s)' % (gpu.get('index'), gpu.get('name'))
 

@@ -16,7 +16,8 @@ import json
 import re
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import collectives, kernel_checks, probe_imports, torch_probe
-from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import HEALTH_EXPECT_SPEC
+from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
+    DEVICE_EXPECT_SPEC, HEALTH_EXPECT_SPEC, check_device_expectations, version_tuple)
 
 # module_utils the probe needs, sent inside its one -c string (torch_probe.helper).
 PROBE_HELPERS = (('kernel_checks', kernel_checks), ('probe_imports', probe_imports), ('collectives', collectives))
@@ -28,10 +29,6 @@ EXPECT_SPEC = dict(
     torch_version=dict(type='str'),
     python_version=dict(type='str'),
     cuda_version=dict(type='str'),
-    device_count=dict(type='int'),
-    device_name=dict(type='str'),
-    compute_capability=dict(type='str'),
-    min_driver_version=dict(type='str'),
     min_cudnn_version=dict(type='str'),
     min_smoke_tflops=dict(type='float'),
     cxx11_abi=dict(type='bool'),
@@ -40,7 +37,7 @@ EXPECT_SPEC = dict(
     imports=dict(type='list', elements='str', default=[]),
     kernels=dict(type='list', elements='str', default=[]),
     consistent=dict(type='bool'),
-    **HEALTH_EXPECT_SPEC
+    **dict(DEVICE_EXPECT_SPEC, **HEALTH_EXPECT_SPEC)
 )
 
 SMOKE_DTYPES = ('bfloat16', 'float16')
@@ -105,11 +102,6 @@ def parse_probe_output(rc, out, timeout):
     if rc != 0:
         raise ProbeError('probe: expected rc 0, found rc %s' % rc)
     return document['facts']
-
-
-def version_tuple(text):
-    """"580.159.04" -> (580, 159, 4); numeric, so that "10" > "8"."""
-    return tuple(int(part) for part in re.findall(r'\d+', str(text)))
 
 
 def version_matches(expected, found):
@@ -221,28 +213,11 @@ def check_expectations(expect, facts):
                        ('cuda_version', 'torch_cuda_version')):
         if name in expect and not version_matches(expect[name], facts.get(fact)):
             fail(name, expect[name], facts.get(fact))
-    if 'device_count' in expect and expect['device_count'] != facts.get('device_count'):
-        fail('device_count', expect['device_count'], facts.get('device_count'))
-    if 'device_name' in expect:
-        pattern = re.compile(expect['device_name'])
-        wrong = [device for device in devices if not pattern.search(device['name'])]
-        if not devices:
-            fail('device_name', 'devices matching %r' % expect['device_name'], 'no device')
-        for device in wrong:
-            fail('device_name', 'a name matching %r' % expect['device_name'],
-                 '%r on device %d' % (device['name'], device['index']))
-    if 'compute_capability' in expect:
-        if not devices:
-            fail('compute_capability', expect['compute_capability'], 'no device')
-        for device in devices:
-            if device['compute_capability'] != expect['compute_capability']:
-                fail('compute_capability', expect['compute_capability'],
-                     '%s on device %d' % (device['compute_capability'], device['index']))
-    for name, fact in (('min_driver_version', 'driver_version'), ('min_cudnn_version', 'cudnn_version')):
-        if name in expect:
-            found = facts.get(fact)
-            if found is None or version_tuple(found) < version_tuple(expect[name]):
-                fail(name, '>= %s' % expect[name], found)
+    failures += check_device_expectations(expect, devices, facts.get('device_count'), facts.get('driver_version'))
+    if 'min_cudnn_version' in expect:
+        found = facts.get('cudnn_version')
+        if found is None or version_tuple(found) < version_tuple(expect['min_cudnn_version']):
+            fail('min_cudnn_version', '>= %s' % expect['min_cudnn_version'], found)
     if 'min_smoke_tflops' in expect:
         results = facts.get('smoke') or []
         if not results:

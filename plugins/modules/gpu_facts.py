@@ -23,8 +23,10 @@ description:
     row remaps in a second query. C([N/A]) and C([Not Supported]) become V(null), never a failure by
     themselves; a driver that refuses a health field gives the inventory without health, and says why.
   - >-
-    O(expect) checks the health against what the inventory expects; every unmet expectation is one
-    C(name: expected X, found Y on GPU i (name)) line of the failure.
+    O(expect) checks the hardware (device count, name, compute capability, driver) and the health against what
+    the inventory expects; every unmet expectation is one C(name: expected X, found Y) line of the failure
+    (C(... on GPU i (name)) for the health). deploy.yml's preflight runs it before anything changes, so a wrong
+    fleet is refused before the CUDA install, the torch download and the sgl-kernel build.
   - Derives the arch list to build CUDA kernels for (C(12.0a) for compute capability 12.0,
     C(10.0a) for 10.0, C(9.0a) for 9.0, plain C(8.9), C(8.6), C(8.0) below, deduplicated),
     the same list that the P(gpufleet.inference.cuda_arch_list#filter) filter gives.
@@ -53,12 +55,24 @@ options:
     default: 60
   expect:
     description:
-      - Health expectations; the ones left unset are not checked, except O(expect.max_ecc_uncorrected), which
-        is V(0) on a GPU with ECC on once any expectation is given. A value the GPU does not report does not
-        meet an expectation that asks for it.
+      - Hardware and health expectations; the ones left unset are not checked, except
+        O(expect.max_ecc_uncorrected), which is V(0) on a GPU with ECC on once any health expectation is given.
+        A value the GPU does not report does not meet an expectation that asks for it.
     type: dict
     default: {}
     suboptions:
+      device_count:
+        description: Number of GPUs nvidia-smi lists (V(0) on a host that must have none).
+        type: int
+      device_name:
+        description: Regular expression every GPU's name must match (C(re.search)), e.g. C(RTX PRO 6000 Blackwell).
+        type: str
+      compute_capability:
+        description: Compute capability of every GPU, C(MAJOR.MINOR) (C(12.0) for SM120).
+        type: str
+      min_driver_version:
+        description: Lowest accepted NVIDIA driver version, compared numerically (C(590.48.01)).
+        type: str
       min_pcie_gen:
         description:
           - Lowest accepted PCIe generation of the link as trained (C(pcie.link.gen.current)).
@@ -109,6 +123,15 @@ EXAMPLES = r'''
   gpufleet.inference.gpu_facts:
     required: true
     timeout: 30
+
+- name: The hardware the inventory names, before anything changes
+  gpufleet.inference.gpu_facts:
+    required: true
+    expect:
+      device_count: 8
+      device_name: RTX PRO 6000 Blackwell
+      compute_capability: "12.0"
+      min_driver_version: "590.48.01"
 
 - name: Every GPU on a full x16 link, nothing pending, not held back (the generation is judged by torch_verify, under load)
   gpufleet.inference.gpu_facts:
@@ -221,7 +244,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
     C_LOCALE,
+    DEVICE_EXPECT_SPEC,
     HEALTH_EXPECT_SPEC,
+    check_device_expectations,
     check_health_expectations,
     gather,
 )
@@ -233,22 +258,24 @@ def main():
             required=dict(type='bool', default=False),
             nvidia_smi=dict(type='path'),
             timeout=dict(type='int', default=60),
-            expect=dict(type='dict', default={}, options=HEALTH_EXPECT_SPEC),
+            expect=dict(type='dict', default={}, options=dict(DEVICE_EXPECT_SPEC, **HEALTH_EXPECT_SPEC)),
         ),
         supports_check_mode=True,
     )
     module.run_command_environ_update = C_LOCALE
     expect = dict((key, value) for key, value in module.params['expect'].items() if value is not None)
-    for name in ('min_pcie_gen', 'min_pcie_width', 'max_ecc_uncorrected'):
+    for name in ('device_count', 'min_pcie_gen', 'min_pcie_width', 'max_ecc_uncorrected'):
         if expect.get(name) is not None and expect[name] < 0:
             module.fail_json(msg='expect.%s: expected a number >= 0, found %d' % (name, expect[name]))
     facts, result = gather(module, module.params['nvidia_smi'], module.params['timeout'])
     if module.params['required'] and not facts['present']:
         module.fail_json(msg='required: expected an NVIDIA GPU, found none (%s)' % facts['error'],
                          ansible_facts=dict(gpufleet_gpu=facts), **(result or {}))
-    mismatches = check_health_expectations(expect, facts) if expect else []
+    health = dict((key, value) for key, value in expect.items() if key in HEALTH_EXPECT_SPEC)
+    mismatches = check_device_expectations(expect, facts['gpus'], len(facts['gpus']), facts['driver_version'])
+    mismatches += check_health_expectations(health, facts) if health else []
     if mismatches:
-        module.fail_json(msg='%d health check(s) failed: %s' % (len(mismatches), '; '.join(mismatches)),
+        module.fail_json(msg='%d hardware or health check(s) failed: %s' % (len(mismatches), '; '.join(mismatches)),
                          mismatches=mismatches, ansible_facts=dict(gpufleet_gpu=facts))
     module.exit_json(changed=False, mismatches=[], ansible_facts=dict(gpufleet_gpu=facts))
 
