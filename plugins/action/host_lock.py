@@ -35,6 +35,8 @@ ARGUMENT_SPEC = {
     "wait": {"type": "int", "default": 0},
     "force": {"type": "bool", "default": False},
     "refuse_hint": {"type": "str", "default": ""},
+    # the variable the path came from, for the message that refuses a bad one
+    "path_name": {"type": "str", "default": "path"},
 }
 ACQUIRE_ONLY = ("playbook", "stale_after", "wait", "force", "refuse_hint")
 
@@ -92,6 +94,11 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        path = args["path"]
+        if not path.startswith("/") or any(c.isspace() for c in path) or path.rstrip("/") == "":
+            raise AnsibleActionFail("%s must be an absolute path without spaces, not / itself (got %r); "
+                                    "the lock directory is made there as root (default /var/lock/gpufleet, "
+                                    "on tmpfs). Nothing was changed." % (args["path_name"], path))
         if args["state"] == "release":
             extra = sorted(k for k in ACQUIRE_ONLY if k in self._task.args)
             if extra:

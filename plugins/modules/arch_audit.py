@@ -192,7 +192,12 @@ from ansible_collections.gpufleet.inference.plugins.module_utils import arch_aud
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE
 
 SHARED_OBJECT_RE = re.compile(r'\.so(\.\d+)*$')
-CUOBJDUMP_HINT = 'it comes with the CUDA toolkit the build used (sgl_kernel_cuda_home)'
+CUOBJDUMP_HINT = ('it comes with the CUDA toolkit the build used: point sgl_kernel_cuda_home at that toolkit, '
+                  'or sgl_kernel_cuobjdump at a cuobjdump of the same CUDA version or newer (NVIDIA\'s '
+                  'nvidia-cuda-cuobjdump wheel carries one)')
+# An older cuobjdump than the toolkit that built the file does not know its newest targets.
+OLD_CUOBJDUMP_HINT = ('a cuobjdump older than the CUDA toolkit that built the file cannot read it: set '
+                      'sgl_kernel_cuobjdump (or sgl_kernel_cuda_home) to the build toolkit\'s cuobjdump or a newer one')
 
 
 def find_cuobjdump(module):
@@ -239,7 +244,7 @@ def run_cuobjdump(module, cuobjdump, option, path, name):
         if arch_audit.NO_DEVICE_CODE in err + out:
             return None
         reason = (err.strip() or out.strip() or 'no output').splitlines()[0]
-        module.fail_json(msg='cuobjdump failed on %s (rc %d): %s' % (name, rc, reason),
+        module.fail_json(msg='cuobjdump failed on %s (rc %d): %s; %s' % (name, rc, reason, OLD_CUOBJDUMP_HINT),
                          rc=rc, stdout=out, stderr=err, cmd=argv)
     return arch_audit.parse_listing(out)
 

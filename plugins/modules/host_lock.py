@@ -100,6 +100,12 @@ options:
         fails the task when another live run holds the lock; the module itself only reports RV(held).
     type: str
     default: ""
+  path_name:
+    description:
+      - The variable O(path) came from, named by the action plugin's refusal of a path that is not absolute, before
+        the host is reached.
+    type: str
+    default: path
 attributes:
   action:
     description: The action plugin of the same name builds this run's holder record on the controller.
@@ -240,6 +246,7 @@ def main():
             playbook=dict(type='str'),
             # the action's: what its refusal says after the holder
             refuse_hint=dict(type='str', default=''),
+            path_name=dict(type='str', default='path'),
         ),
         supports_check_mode=True,
     )

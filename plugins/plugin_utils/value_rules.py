@@ -62,9 +62,25 @@ def _type_name(value):
     return type(value).__name__
 
 
+_SERIAL_RE = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
+_PERCENT_RE = re.compile(r"^([0-9]{1,2}|100)$")
+
+
+def play_keyword_errors(serial, max_fail):
+    """gpufleet_serial and gpufleet_max_fail_percentage, the play keywords."""
+    errors = []
+    batches = serial if _is_list(serial) else [serial]
+    if not batches or any(isinstance(b, bool) or not _SERIAL_RE.match(str(b)) for b in batches):
+        errors.append("gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them "
+                      "(got " + json.dumps(serial) + ")")
+    if isinstance(max_fail, bool) or not _PERCENT_RE.match(str(max_fail)):
+        errors.append("gpufleet_max_fail_percentage must be an integer 0-100 (got '" + str(max_fail) + "')")
+    return errors
+
+
 def fleet_validate(values):
     """The playbooks' inputs (the fleet role's entry point validate)."""
-    errors = []
+    errors = play_keyword_errors(values.get("gpufleet_serial", "100%"), values.get("gpufleet_max_fail_percentage", 100))
     link = values.get("gpufleet_venv_link")
     if isinstance(link, str) and not _LINK_RE.match(link):
         errors.append("gpufleet_venv_link must be an absolute or ~/ path without spaces, not ending in / (got '%s')"

@@ -39,14 +39,17 @@ FIXTURE = os.path.join(ROOT, "tests", "fixtures", "sgl_kernel_fixture")
 with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "all.yml"), encoding="utf-8") as _fh:
     SANDBOX_EXPECT = yaml.safe_load(_fh)["gpufleet_expect"]
 
-Case = collections.namedtuple("Case", "id playbook extra words inventory xfail")
+Case = collections.namedtuple("Case", "id playbook extra words inventory xfail limit stage")
 Outcome = collections.namedtuple("Outcome", "rc out row after")
 
 
-def case(case_id, extra, *words, playbook="deploy", inventory="sandbox", xfail=None):
+def case(case_id, extra, *words, playbook="deploy", inventory="sandbox", xfail=None, limit=False, stage=None):
     """One bad input: extra vars (a dict, or a function of the fixture's context),
-    and the words the failure message must contain (the variable first)."""
-    return Case("%s-%s" % (playbook, case_id), playbook, extra, words, inventory, xfail)
+    and the words the failure message must contain (the variable first). limit:
+    run alone, with -e and --limit (the controller's checks are skipped then);
+    stage: where it is refused, when not the playbook's validating stage."""
+    return Case("%s-%s" % (playbook, case_id), playbook, extra, words, inventory, xfail, limit,
+                stage or STAGE[playbook])
 
 
 def patch_rule(**kw):
@@ -213,6 +216,18 @@ CASES = [
          playbook="rollback", inventory="empty"),
     case("hosts-match-nothing", {"gpufleet_hosts": "gpu*"},
          "gpufleet_hosts must be a host pattern that matches at least one host", "(got 'gpu*')"),
+    # under --limit the controller's check does not run: each host refuses it
+    case("serial-word-under-limit", {"gpufleet_serial": "abc"},
+         "gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them", '(got "abc")',
+         limit=True),
+    case("max-fail-word-under-limit", {"gpufleet_max_fail_percentage": "abc"},
+         "gpufleet_max_fail_percentage must be an integer 0-100", "(got 'abc')", playbook="rollback", limit=True),
+    # the lock is the first thing taken on a host: its path is refused before
+    case("host-lock-path-relative", {"gpufleet_host_lock_path": "relative/lock"},
+         "gpufleet_host_lock_path must be an absolute path without spaces", "(got 'relative/lock')", stage="lock"),
+    # the hardware is judged before the CUDA install, the torch download, the build
+    case("device-count-wrong", {"gpufleet_expect": dict(SANDBOX_EXPECT, device_count=8)},
+         "device_count: expected 8, found 0"),
     # play keywords (-e only), checked on the controller before the hosts' play
     case("serial-zero", {"gpufleet_serial": 0},
          "gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them", "(got 0)"),
@@ -221,8 +236,10 @@ CASES = [
 ]
 # refused on the controller, before the hosts' play: no report row
 CONTROLLER_VARS = ("gpufleet_hosts", "gpufleet_serial", "gpufleet_max_fail_percentage")
-NO_HOSTS = {c.id for c in CASES if c.inventory == "empty"
-            or any(k in (c.extra if isinstance(c.extra, dict) else {}) for k in CONTROLLER_VARS)}
+NO_HOSTS = {c.id for c in CASES if not c.limit and (c.inventory == "empty"
+            or any(k in (c.extra if isinstance(c.extra, dict) else {}) for k in CONTROLLER_VARS))}
+# run one per run, with -e: the controller's cases and those under --limit
+ALONE = NO_HOSTS | {c.id for c in CASES if c.limit}
 
 # The previous state: a real venv with a marker distribution, the stable link
 # to it, and a root-owned loader file.
@@ -276,12 +293,12 @@ def report_row(report_dir, host):
 
 
 def run_case(ctx, c, host):
-    """A case refused on the controller (NO_HOSTS): one run of the whole
-    inventory, its values with -e; host is the one whose row and snapshot are read."""
+    """A case of ALONE: one run of the whole inventory (of host alone where the
+    case says limit), its values with -e; host is the one whose row and snapshot are read."""
     report_dir = os.path.join(ctx["tmp"], c.id)
     result = run_playbook(os.path.join(ROOT, "playbooks", c.playbook + ".yml"),
                           ctx["inventories"][c.inventory], extra_vars=dict(values(ctx, c), gpufleet_report_dir=report_dir),
-                          timeout=600,
+                          timeout=600, limit=host if c.limit else None,
                           # each message on one line, its quotes as they are
                           env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json"})
     return Outcome(result.rc, result.out, report_row(report_dir, host), ssh(ctx, host, SNAPSHOT))
@@ -347,7 +364,12 @@ def outcomes_fixture(sandbox, tmp_path_factory):
         results = dict(zip([c.id for c in alone], pool.map(
             lambda ic: (HOSTS[ic[0] % len(HOSTS)], run_case(ctx, ic[1], HOSTS[ic[0] % len(HOSTS)])),
             enumerate(alone))))
-    for number, batch in enumerate(batches([c for c in CASES if c.id not in NO_HOSTS])):
+        # then those under --limit, which reach their host: one case a host at a time
+        limited = [c for c in CASES if c.limit]
+        for start in range(0, len(limited), len(HOSTS)):
+            some = list(zip(HOSTS, limited[start:start + len(HOSTS)]))
+            results.update(zip([c.id for dummy, c in some], pool.map(lambda hc: (hc[0], run_case(ctx, hc[1], hc[0])), some)))
+    for number, batch in enumerate(batches([c for c in CASES if c.id not in ALONE])):
         results.update(run_batch(ctx, number, batch))
     yield {"before": before, "results": results}
     with concurrent.futures.ThreadPoolExecutor(len(HOSTS)) as pool:
@@ -364,7 +386,7 @@ def test_bad_input_is_refused_before_any_change(outcomes, c):
         message = o.out
     else:
         assert o.row is not None, "no fleet report: " + o.out[-4000:]
-        assert (o.row["status"], o.row["stage"]) == ("failed", STAGE[c.playbook]), o.row
+        assert (o.row["status"], o.row["stage"]) == ("failed", c.stage), o.row
         message = o.row["message"]
     message = " ".join(message.split())
     # a credential given in a bad value is never repeated

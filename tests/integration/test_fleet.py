@@ -143,6 +143,22 @@ def test_second_deploy_changes_nothing(fleet):
     assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
 
 
+def test_a_bad_textfile_dir_is_refused_on_the_fast_path_too(fleet):
+    # the fast path's inputs are the recorded run's, but the textfile
+    # directory is this run's own: /proc is not writable, and is said so
+    # (a report of its own, so the fleet's history stays the passing runs')
+    reports = os.path.join(fleet["reports"], "textfile-proc")
+    rc, out, stats = play(fleet, DEPLOY, extra={"gpufleet_textfile_dir": "/proc", "gpufleet_report_dir": reports},
+                          limit=HOSTS[0])
+    assert rc != 0 and stats[HOSTS[0]]["failed"] > 0, out[-4000:]
+    with open(os.path.join(reports, "fleet-report.json"), encoding="utf-8") as fh:
+        row = {r["host"]: r for r in json.load(fh)["hosts"]}[HOSTS[0]]
+    assert row["fast_path"] and row["status"] == "failed", row
+    assert "gpufleet_textfile_dir must be an existing directory that" in " ".join(row["message"].split()), row
+    assert "(got '/proc': not writable)" in row["message"], row
+    assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
+
+
 def test_verify_puts_each_hosts_metrics_into_its_textfile_directory(fleet):
     """gpufleet_textfile_dir: each host gets its own metrics for node_exporter, the
     controller the fleet's, both in Prometheus text that the official parser reads."""

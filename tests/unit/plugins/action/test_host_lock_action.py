@@ -210,3 +210,13 @@ def test_one_ansible_playbook_run_is_one_run_on_every_host(tmp_path):
     assert all(take[h]["changed"] and take[h]["broke"]["run_id"] == first for h in take)
     assert all(release[h]["released"] and not release[h]["changed"] for h in release)
     assert os.listdir(str(tmp_path / "locks")) == []
+
+
+
+@pytest.mark.parametrize("path", ["relative/lock", "/var/lock/my lock", "/"])
+def test_a_bad_path_is_refused_naming_the_variable_before_the_host_is_reached(act, playbooks, path):
+    with pytest.raises(AnsibleActionFail) as err:
+        act({"path": path, "path_name": "gpufleet_host_lock_path", "playbook": "deploy.yml"},
+            playbooks.start().workers[0])
+    assert str(err.value).startswith("gpufleet_host_lock_path must be an absolute path without spaces")
+    assert repr(path) in str(err.value) and "Nothing was changed" in str(err.value)

@@ -14,7 +14,8 @@ from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules imp
 
 FLEET = {"gpufleet_venv_link": "~/ml-env", "gpufleet_keep_previous_venvs": 2, "gpufleet_collectives_sizes_mib": [1, 16, 64],
          "gpufleet_expect": {}, "gpufleet_textfile_dir": "", "gpufleet_outlier_ratio": 0.9, "gpufleet_min_free_gib": 20,
-         "gpufleet_rollback_expect": None, "gpufleet_kernel_tolerances": {}, "gpufleet_rollback_ignore_expect": []}
+         "gpufleet_rollback_expect": None, "gpufleet_kernel_tolerances": {}, "gpufleet_rollback_ignore_expect": [],
+         "gpufleet_serial": "100%", "gpufleet_max_fail_percentage": 100}
 VERIFY = {"verify_venv_link": "~/ml-env", "verify_venv": "", "verify_imports": [], "verify_timeout": 900,
           "verify_expect": {"consistent": True}, "verify_kernel_tolerances": {}}
 
@@ -30,6 +31,15 @@ def test_the_defaults_pass():
     ("gpufleet_venv_link", "~/ml-env/",
      "gpufleet_venv_link must be an absolute or ~/ path without spaces, not ending in / (got '~/ml-env/')"),
     ("gpufleet_keep_previous_venvs", -1, "gpufleet_keep_previous_venvs must be an integer >= 0 (got -1)"),
+    # the play keywords, checked on each host too (under --limit the controller's check is skipped)
+    ("gpufleet_serial", "abc",
+     'gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them (got "abc")'),
+    ("gpufleet_serial", [1, "150%"],
+     'gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them (got [1, "150%"])'),
+    ("gpufleet_serial", [], "gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them (got [])"),
+    ("gpufleet_serial", 0, "gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them (got 0)"),
+    ("gpufleet_max_fail_percentage", "abc", "gpufleet_max_fail_percentage must be an integer 0-100 (got 'abc')"),
+    ("gpufleet_max_fail_percentage", 101, "gpufleet_max_fail_percentage must be an integer 0-100 (got '101')"),
     ("gpufleet_keep_previous_venvs", "-3", "gpufleet_keep_previous_venvs must be an integer >= 0 (got -3)"),
     ("gpufleet_collectives_sizes_mib", [64, 0],
      "gpufleet_collectives_sizes_mib must be a non-empty list of different positive sizes in MiB (got [64, 0])"),
@@ -83,3 +93,8 @@ def test_the_expectation_dicts_and_tolerances_are_checked_by_key():
 def test_each_verify_rule(name, value, message):
     assert verify_main(dict(VERIFY, **{name: value})) == [message]
     assert verify_main(dict(VERIFY, verify_timeout="30", verify_venv="/opt/venv")) == []
+
+
+@pytest.mark.parametrize("serial, max_fail", [(2, 0), ("25%", 100), ([1, 5, "100%"], "30"), ("1", 0)])
+def test_valid_play_keywords_pass(serial, max_fail):
+    assert fleet_validate(dict(FLEET, gpufleet_serial=serial, gpufleet_max_fail_percentage=max_fail)) == []
