@@ -1,5 +1,6 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin gpufleet.inference.check_vars: types and values in one task.
 
 ansible.builtin.validate_argument_spec checks the types of variables; the

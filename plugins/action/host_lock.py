@@ -1,5 +1,6 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin gpufleet.inference.host_lock: this run's holder record, made on
 the controller, and the module of the same name run on the host once. A lock
 another live run holds fails the task, naming the holder (with the caller's

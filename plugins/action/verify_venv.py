@@ -1,5 +1,6 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin gpufleet.inference.verify_venv: the verify role's checks, the
 verification and its summary in one task.
 

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet.inference maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Checks of structured inputs for the preflights (docs: expect_errors.yml,
 patch_rule_errors.yml). Each returns a list of messages, empty when the input
 is fine, of the form "<variable> must be <allowed> (got <value>)", so that a

@@ -1,5 +1,6 @@
 # Copyright: gpufleet.inference contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters for pinned PyTorch nightly stacks and uv's package plans.
 
 Pure functions, no I/O: the roles feed them strings that uv printed or that the

@@ -1,5 +1,6 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """One host's result for the fleet report, from what this run left in its
 variables: the verify role's output (verify_result), the activate role's
 outputs, the fleet role's adoption plan and preflight GPU facts.

@@ -1,5 +1,6 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The value rules of the playbooks' and the verify role's inputs: what their
 argument specs' types cannot express (a path pattern, a lower bound, the keys
 of an expectation dict), as messages "<variable> must be <allowed> (got

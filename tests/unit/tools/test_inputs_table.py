@@ -1,5 +1,5 @@
-"""tools/inputs_table.py: the README's table of where each input is checked
-stays true to the argument specs and the playbooks."""
+"""tools/inputs_table.py: the table of where each input is checked
+(docs/inputs.md) stays true to the argument specs and the playbooks."""
 import os
 import re
 import sys
@@ -10,8 +10,37 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import inputs_table  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def test_readme_table_is_current():
+def test_inputs_page_is_current():
     assert inputs_table.main(["--check"]) == 0, "run tools/inputs_table.py --write"
+
+
+def test_the_table_lives_in_docs_not_in_the_readme():
+    assert inputs_table.DOC == os.path.join("docs", "inputs.md")
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        assert inputs_table.START not in handle.read()
+
+
+def test_write_replaces_only_the_table_and_check_sees_it(tmp_path, monkeypatch):
+    page = tmp_path / "inputs.md"
+    page.write_text("# Inputs\n\nkept\n\n%s\n| stale |\n%s\n\nkept too\n" % (inputs_table.START, inputs_table.END))
+    monkeypatch.setattr(inputs_table, "DOC", str(page))
+    assert inputs_table.main(["--check"]) == 1
+    assert inputs_table.main(["--write"]) == 0
+    assert inputs_table.main(["--check"]) == 0
+    text = page.read_text()
+    assert text.startswith("# Inputs\n\nkept\n\n") and text.endswith("\n\nkept too\n")
+    assert "| stale |" not in text and "`gpufleet_expect`" in text
+
+
+def test_a_page_without_markers_is_refused(tmp_path, monkeypatch):
+    page = tmp_path / "inputs.md"
+    page.write_text("# Inputs\n")
+    monkeypatch.setattr(inputs_table, "DOC", str(page))
+    assert inputs_table.main(["--check"]) == 1
+    assert inputs_table.main(["--write"]) == 1
+    assert page.read_text() == "# Inputs\n"
+    monkeypatch.setattr(inputs_table, "DOC", str(tmp_path / "missing.md"))
+    assert inputs_table.main(["--check"]) == 1
 
 
 def test_every_gpufleet_name_read_is_a_declared_input_of_the_fleet_role():

@@ -1,5 +1,6 @@
 # Copyright: gpufleet.inference contributors
-# Apache License 2.0 (see galaxy.yml)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

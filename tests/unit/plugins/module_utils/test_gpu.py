@@ -15,7 +15,8 @@ def test_format_cuda_version(value, text):
 
 def test_query_asks_for_every_fact_in_one_run():
     argv = gpu.nvidia_smi_argv('/usr/bin/nvidia-smi')
-    # the field names accepted together by driver 580 on the H200 (DOMAIN.md, GPU health fields)
+    # nvidia-smi of driver 580 on an H200 accepts all these field names together in one --query-gpu
+    # (driver 580.159.04: docs/evidence/h200-health)
     assert argv == ['/usr/bin/nvidia-smi',
                     '--query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version,'
                     'persistence_mode,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,'
