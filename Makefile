@@ -14,7 +14,7 @@ WHEELHOUSE := $(CURDIR)/.cache/wheelhouse
 # wheel location on CI machines, the package index elsewhere).
 TEST_TORCH ?= torch==2.13.0
 
-.PHONY: help bootstrap lock test-hosts wheelhouse sandbox-up sandbox-down deploy verify \
+.PHONY: help bootstrap bootstrap-dev lock test-hosts wheelhouse sandbox-up sandbox-down deploy verify \
         test test-quick lint sanity unit molecule integration build clean
 
 help:
@@ -23,16 +23,27 @@ help:
 	@echo "make test-quick    lint, sanity, unit and the uv_venv scenario (the edit-test loop, about 2.5 minutes)"
 	@echo "make verify INVENTORY=inventories/cluster   fleet re-verification with a report"
 	@echo "make sandbox-up SANDBOX_HOSTS=3 / make sandbox-down"
-	@echo "make bootstrap     controller venv only (.venv)"
+	@echo "make bootstrap     controller venv (.venv) with what running the collection needs"
+	@echo "make bootstrap-dev and what developing it needs (make test installs both)"
 
+# What running the collection needs (requirements/controller.txt); the
+# targets that develop and test it add requirements/dev.txt (bootstrap-dev).
 bootstrap: $(VENV)/.bootstrap-stamp $(VENV)/.collections-path-stamp
+
+bootstrap-dev: bootstrap $(VENV)/.bootstrap-dev-stamp
 
 # Re-runs in well under a second when the requirements did not change.
 $(VENV)/.bootstrap-stamp: requirements/controller.txt requirements/controller.lock
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	@echo "bootstrap: installing pinned controller requirements into .venv"
+	@echo "bootstrap: installing the pinned controller requirements into .venv"
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check \
 	    -r requirements/controller.txt -c requirements/controller.lock
+	@touch $@
+
+$(VENV)/.bootstrap-dev-stamp: $(VENV)/.bootstrap-stamp requirements/dev.txt requirements/controller.lock
+	@echo "bootstrap-dev: installing the pinned development requirements into .venv"
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check \
+	    -r requirements/dev.txt -c requirements/controller.lock
 	@touch $@
 
 # The checkout's collection link (.collections, ansible.cfg's collections_path)
@@ -42,7 +53,7 @@ $(VENV)/.collections-path-stamp: $(VENV)/.bootstrap-stamp
 	@$(VENV)/bin/python -c 'import site, sys; open(site.getsitepackages()[0] + "/gpufleet-checkout.pth", "w").write(sys.argv[1] + "\n")' '$(CURDIR)/.collections'
 	@touch $@
 
-lock:
+lock: bootstrap-dev
 	$(VENV)/bin/python -m pip freeze --exclude-editable > requirements/controller.lock
 
 test-hosts:
@@ -73,20 +84,20 @@ deploy: bootstrap test-hosts wheelhouse sandbox-up
 verify: bootstrap
 	$(VENV)/bin/python tools/fleet_verify.py -i $(INVENTORY) $(if $(LIMIT),--limit $(LIMIT))
 
-test: bootstrap test-hosts wheelhouse
+test: bootstrap-dev test-hosts wheelhouse
 	@scripts/run-tests.sh
 
 # The edit-test loop: lint, changelog, sanity, unit and the uv_venv scenario, side by side.
-test-quick: bootstrap test-hosts
+test-quick: bootstrap-dev test-hosts
 	@scripts/run-tests.sh --quick
 
-lint: bootstrap
+lint: bootstrap-dev
 	ansible-lint
 
-sanity: bootstrap
+sanity: bootstrap-dev
 	@scripts/sanity.sh
 
-unit: bootstrap
+unit: bootstrap-dev
 	pytest -q tests/unit
 
 build: bootstrap

@@ -41,8 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKOUT = os.path.isdir(os.path.join(ROOT, ".collections"))
 COLLECTIONS_PATH = (os.path.join(ROOT, ".collections") if CHECKOUT
                     else os.path.dirname(os.path.dirname(os.path.dirname(ROOT))))
-if COLLECTIONS_PATH not in sys.path:
-    sys.path.append(COLLECTIONS_PATH)
+# this copy of the collection first, before any other on the interpreter's path
+sys.path.insert(0, COLLECTIONS_PATH)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_report import (  # noqa: E402
     REPORT_BASENAME,
     summary_table,

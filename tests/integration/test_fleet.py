@@ -159,6 +159,70 @@ def test_a_bad_textfile_dir_is_refused_on_the_fast_path_too(fleet):
     assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
 
 
+def test_an_installed_collection_keeps_the_reports_in_the_operators_folder(fleet, tmp_path):
+    """Built and installed as an operator would (ansible-galaxy), run from
+    another folder: the report, its history and the lock baselines land in
+    ./reports there, and a reinstall with --force keeps them all."""
+    dist, collections, operator = tmp_path / "dist", tmp_path / "collections", tmp_path / "fleet"
+    operator.mkdir()
+    galaxy = venv_bin("ansible-galaxy")
+    subprocess.run([galaxy, "collection", "build", "--output-path", str(dist), ROOT], cwd=ROOT, env=base_env(),
+                   capture_output=True, text=True, timeout=300, check=True)
+    tarball = str(next(dist.glob("gpufleet-inference-*.tar.gz")))
+    installed = collections / "ansible_collections" / "gpufleet" / "inference"
+
+    def install(*extra):
+        proc = subprocess.run([galaxy, "collection", "install", "-p", str(collections), tarball] + list(extra),
+                              cwd=str(operator), env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    # the operator's own configuration: only the installed copy is found
+    (operator / "ansible.cfg").write_text(
+        "[defaults]\ncollections_path = %s\ncollections_scan_sys_path = false\n"
+        "[ssh_connection]\npipelining = true\n" % collections)
+    env = base_env({"ANSIBLE_CONFIG": str(operator / "ansible.cfg")})
+    install()
+    assert (installed / "tools" / "fleet_verify.py").is_file() and (installed / "LICENSE").is_file()
+    assert not (installed / "tests").exists() and not (installed / "docs" / "evidence").exists()
+    # the sandbox inventory's paths into the checkout, given as an operator gives theirs
+    checkout = {"gpufleet_wheelhouse": os.path.join(ROOT, ".cache", "wheelhouse"),
+                "sgl_kernel_local_dir": os.path.join(ROOT, "tests", "fixtures"),
+                "sgl_kernel_artifact_dir": os.path.join(ROOT, ".cache", "artifacts", "sgl_kernel")}
+
+    def run(argv):
+        proc = subprocess.run(argv, cwd=str(operator), env=env, capture_output=True, text=True, timeout=1200,
+                              check=False)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    def row():
+        with open(operator / "reports" / "fleet-report.json", encoding="utf-8") as fh:
+            return {r["host"]: r for r in json.load(fh)["hosts"]}[HOSTS[0]]
+
+    # deploy by its FQCN, the whole chain (the same stack: nothing to install), no report dir given
+    rc, out = run([venv_bin("ansible-playbook"), "-i", str(fleet["inventory"]), "gpufleet.inference.deploy",
+                   "--limit", HOSTS[0], "-e", json.dumps(dict(checkout, gpufleet_full_run=True))])
+    assert rc == 0, out[-6000:]
+    baseline = sorted((operator / "reports" / "locks" / HOSTS[0]).glob("*.lock.txt"))
+    assert baseline and row()["status"] == "ok", (baseline, row())
+    assert not (installed / "reports").exists()
+    rc, out = run([venv_bin("ansible-playbook"), "-i", str(fleet["inventory"]), "gpufleet.inference.verify",
+                   "--limit", HOSTS[0]])
+    assert rc == 0, out[-6000:]
+    # (the report names the baseline it used, relative to the report folder)
+    lock = os.path.relpath(str(baseline[-1]), str(operator / "reports"))
+    assert row()["lock"] == lock and row()["lock_diff"] == [], row()
+    # a new version of the collection over the old one: what the operator owns stays
+    install("--force")
+    assert (installed / "tools" / "fleet_verify.py").is_file()
+    # the re-verification program of the installed collection, no checkout on its path
+    rc, out = run([sys.executable, str(installed / "tools" / "fleet_verify.py"), "-i", str(fleet["inventory"]),
+                   "--limit", HOSTS[0]])
+    assert rc == 0, out[-6000:]
+    assert "report: %s" % (operator / "reports" / "fleet-report.md") in out, out[-3000:]
+    assert row()["lock"] == lock and row()["lock_diff"] == [] and row()["status"] == "ok", row()
+    assert len(list((operator / "reports" / "history").glob("*.json"))) == 3
+
+
 def test_verify_puts_each_hosts_metrics_into_its_textfile_directory(fleet):
     """gpufleet_textfile_dir: each host gets its own metrics for node_exporter, the
     controller the fleet's, both in Prometheus text that the official parser reads."""
