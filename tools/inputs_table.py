@@ -1,11 +1,14 @@
 #!/usr/bin/env python
-"""Where every input is checked: the README's table of role variables
-(the fleet role's are the playbooks' gpufleet_* inputs), made from the roles'
-argument specs and their check files.
+"""Where every input is checked: the table of role variables in
+docs/inputs.md (the fleet role's are the playbooks' gpufleet_* inputs), made
+from the roles' argument specs and their check files.
 
     .venv/bin/python tools/inputs_table.py           # print the table
-    .venv/bin/python tools/inputs_table.py --write   # put it into README.md
-    .venv/bin/python tools/inputs_table.py --check   # exit 1 when README.md is out of date
+    .venv/bin/python tools/inputs_table.py --write   # put it into docs/inputs.md
+    .venv/bin/python tools/inputs_table.py --check   # exit 1 when docs/inputs.md is out of date
+
+The table lives between the markers <!-- inputs-table:start --> and
+<!-- inputs-table:end --> of docs/inputs.md; the text around them is kept.
 
 A variable counts as checked by a file when its name appears in one of the
 files that run before any change: each role's tasks/preflight.yml, and for
@@ -25,7 +28,8 @@ import sys
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README = os.path.join(ROOT, "README.md")
+# The page that holds the table, relative to ROOT (an absolute path is taken as it is).
+DOC = os.path.join("docs", "inputs.md")
 START, END = "<!-- inputs-table:start -->", "<!-- inputs-table:end -->"
 # Files that check a role's inputs before any change, beyond its preflight.
 EXTRA_CHECKS = {"fleet": ["roles/fleet/tasks/validate.yml", "roles/fleet/tasks/hosts.yml", "roles/fleet/tasks/lock.yml"]}
@@ -107,25 +111,29 @@ def table():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", action="store_true", help="replace the table in README.md")
-    group.add_argument("--check", action="store_true", help="exit 1 when README.md's table is out of date")
+    group.add_argument("--write", action="store_true", help="replace the table in %s" % DOC)
+    group.add_argument("--check", action="store_true", help="exit 1 when the table in %s is out of date" % DOC)
     args = parser.parse_args(argv)
     want = table()
     if not (args.write or args.check):
         sys.stdout.write(want)
         return 0
-    readme = _read("README.md")
-    if START not in readme or END not in readme:
-        print("README.md has no %s ... %s markers" % (START, END), file=sys.stderr)
+    try:
+        page = _read(DOC)
+    except OSError as exc:
+        print("%s: cannot read it (%s)" % (DOC, exc.strerror or exc), file=sys.stderr)
         return 1
-    head, rest = readme.split(START, 1)
+    if START not in page or END not in page:
+        print("%s has no %s ... %s markers" % (DOC, START, END), file=sys.stderr)
+        return 1
+    head, rest = page.split(START, 1)
     current, tail = rest.split(END, 1)
     if args.check:
         if current.strip("\n") != want.strip("\n"):
-            print("README.md's inputs table is out of date: run tools/inputs_table.py --write", file=sys.stderr)
+            print("%s: the inputs table is out of date: run tools/inputs_table.py --write" % DOC, file=sys.stderr)
             return 1
         return 0
-    with open(README, "w", encoding="utf-8") as handle:
+    with open(os.path.join(ROOT, DOC), "w", encoding="utf-8") as handle:
         handle.write(head + START + "\n" + want + END + tail)
     return 0
 

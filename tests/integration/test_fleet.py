@@ -183,6 +183,7 @@ def test_an_installed_collection_keeps_the_reports_in_the_operators_folder(fleet
     env = base_env({"ANSIBLE_CONFIG": str(operator / "ansible.cfg")})
     install()
     assert (installed / "tools" / "fleet_verify.py").is_file() and (installed / "LICENSE").is_file()
+    assert (installed / "requirements" / "controller.txt").is_file()
     assert not (installed / "tests").exists() and not (installed / "docs" / "evidence").exists()
     # the sandbox inventory's paths into the checkout, given as an operator gives theirs
     checkout = {"gpufleet_wheelhouse": os.path.join(ROOT, ".cache", "wheelhouse"),
