@@ -45,7 +45,8 @@ grep -A6 '^mismatches' "$OUT/2-gpu-facts.log" | tee -a "$OUT/summary.txt"
 snapshot() {
   ls -lA --time-style=full-iso /tmp/h200-preflight 2>&1
   ls -la --time-style=full-iso /etc/ld.so.conf.d; sha256sum /etc/ld.so.conf.d/*
-  ls -la --time-style=full-iso /usr/local | grep -i cuda
+  # (after the committed run: ls -la /usr/local | grep -i cuda there, the same entries)
+  ls -ld --time-style=full-iso /usr/local/cuda* 2>&1
   python3 -m pip freeze --all 2>/dev/null | sha256sum
   dpkg-query -W | sha256sum
 }

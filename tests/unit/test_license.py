@@ -19,10 +19,12 @@ import glob
 import hashlib
 import os
 import re
-import subprocess
 
 import pytest
 import yaml
+
+# tracked and new (not ignored) files of the checkout
+from ansible_collections.gpufleet.inference.tests.unit.test_hardening_static import tree_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -45,13 +47,6 @@ APACHE_LICENSE = re.compile(
 
 
 # ---------------------------------------------------------------- loading
-
-def tree_files():
-    """Tracked and new (not ignored) files of the checkout."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    return sorted(p for p in out.splitlines() if p and not p.startswith(".collections/")
-                  and os.path.isfile(os.path.join(ROOT, p)))
 
 
 def read_text(path):

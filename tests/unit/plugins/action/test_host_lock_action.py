@@ -212,7 +212,6 @@ def test_one_ansible_playbook_run_is_one_run_on_every_host(tmp_path):
     assert os.listdir(str(tmp_path / "locks")) == []
 
 
-
 @pytest.mark.parametrize("path", ["relative/lock", "/var/lock/my lock", "/"])
 def test_a_bad_path_is_refused_naming_the_variable_before_the_host_is_reached(act, playbooks, path):
     with pytest.raises(AnsibleActionFail) as err:
