@@ -278,8 +278,10 @@ def test_bad_input_fails_with_the_allowed_values(audits):
     assert _failed(audits["bad_target"])
     assert audits["bad_target"]["msg"].startswith("targets: '9.1x' is not a CUDA target; allowed: 7.5, 8.0, 8.6, ")
     missing = audits["no_cuobjdump"]
-    assert missing["msg"] == ("cuobjdump: not found at %s/bin/cuobjdump; it comes with the CUDA toolkit the build used "
-                              "(sgl_kernel_cuda_home)" % missing["item"]["cuda_home"])
+    assert missing["msg"] == ("cuobjdump: not found at %s/bin/cuobjdump; it comes with the CUDA toolkit the build used: "
+                              "point sgl_kernel_cuda_home at that toolkit, or sgl_kernel_cuobjdump at a cuobjdump of "
+                              "the same CUDA version or newer (NVIDIA's nvidia-cuda-cuobjdump wheel carries one)"
+                              % missing["item"]["cuda_home"])
 
 
 def test_check_mode_audits_the_same(audits):
