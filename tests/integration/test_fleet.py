@@ -283,7 +283,9 @@ def test_failed_verification_keeps_the_previous_venv(fleet):
     alt = fleet["alt"]
     os.makedirs(os.path.join(alt, "host_vars"), exist_ok=True)
     with open(os.path.join(alt, "host_vars", "sbx2.yml"), "w", encoding="utf-8") as fh:
-        fh.write("gpufleet_expect:\n  torch_version: '2.13.0+cpu'\n  device_count: 1\n")
+        # a torch the new venv does not have: judged by the verification of the
+        # built venv (a wrong device count would be refused in the preflight)
+        fh.write("gpufleet_expect:\n  torch_version: '2.13.1+cpu'\n  device_count: 0\n")
     # Another flashinfer pin: a new fingerprinted venv on every host.
     extra = {"flashinfer_version": "0.6.0.dev20260310"}
     before = shell(fleet["inventory"], "sbx2", "readlink ~/ml-env && ls ~/ml-env/lib/python3.11/site-packages | wc -l")
@@ -300,7 +302,8 @@ def test_failed_verification_keeps_the_previous_venv(fleet):
     assert ok["sbx2"] == "0.6.0.dev20260307", ok
     r = rows(fleet)
     assert r["sbx2"]["status"] == "failed" and r["sbx2"]["stage"] == "verify"
-    assert {"name": "device_count", "expected": "1", "found": "0"} in r["sbx2"]["expectation_failures"], r["sbx2"]
+    assert {"name": "torch_version", "expected": "2.13.1+cpu", "found": "2.13.0+cpu"} in r["sbx2"]["expectation_failures"], \
+        r["sbx2"]
     assert r["sbx2"]["active_venv"] == old["sbx2"] and r["sbx2"]["venv"] != old["sbx2"]
     assert r["sbx1"]["flashinfer_version"] == "0.6.0.dev20260310" and r["sbx1"]["status"] == "ok"
     fleet["state"]["second_venv"] = links
