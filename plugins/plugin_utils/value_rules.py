@@ -79,9 +79,15 @@ def play_keyword_errors(serial, max_fail):
     return errors
 
 
+def fleet_hosts(values):
+    """The play keywords, checked on the controller before a fleet play (entry point hosts)."""
+    return play_keyword_errors(values.get("gpufleet_serial", "100%"), values.get("gpufleet_max_fail_percentage", 100))
+
+
 def fleet_validate(values):
-    """The playbooks' inputs (the fleet role's entry point validate)."""
-    errors = play_keyword_errors(values.get("gpufleet_serial", "100%"), values.get("gpufleet_max_fail_percentage", 100))
+    """The playbooks' inputs (the fleet role's entry point validate); the play
+    keywords again, for runs under --limit, where the hosts check is skipped."""
+    errors = fleet_hosts(values)
     link = values.get("gpufleet_venv_link")
     if isinstance(link, str) and not _LINK_RE.match(link):
         errors.append("gpufleet_venv_link must be an absolute or ~/ path without spaces, not ending in / (got '%s')"
@@ -143,6 +149,7 @@ def verify_main(values):
 
 # by role and entry point, as the check groups and check_vars name them
 RULES = {
+    ("fleet", "hosts"): fleet_hosts,
     ("fleet", "validate"): fleet_validate,
     ("verify", "main"): verify_main,
 }

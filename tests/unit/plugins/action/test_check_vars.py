@@ -80,5 +80,5 @@ def test_a_roles_value_rules_run_on_the_same_values_before_the_callers_messages(
 
 
 def test_unknown_rules_are_an_error():
-    with pytest.raises(AnsibleError, match="rules must be one of fleet.validate, verify.main"):
+    with pytest.raises(AnsibleError, match="rules must be one of fleet.hosts, fleet.validate, verify.main"):
         run({"argument_spec": SPEC, "rules": "nope"})
