@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 from ansible_collections.gpufleet.inference.plugins.module_utils.cuda_arch import cuda_arch_list
@@ -38,6 +39,11 @@ HEALTH_FIELDS = (
 # query, made only when some GPU has no retired-pages answer.
 REMAP_FIELDS = (('remapped_rows.pending', 'remapped_rows_pending'), ('remapped_rows.failure', 'remapped_rows_failure'))
 HEALTH_KEYS = tuple(key for dummy, key in HEALTH_FIELDS + REMAP_FIELDS)
+# What the GPU is doing, read last in the same query where the caller asks
+# whether it is busy (gpu['usage']), with its compute processes from a second
+# query (COMPUTE_APPS_FIELDS).
+USAGE_FIELDS = (('memory.used', 'memory_used_mib'), ('utilization.gpu', 'utilization_pct'))
+COMPUTE_APPS_FIELDS = ('gpu_uuid', 'pid', 'process_name', 'used_memory')
 _BOOL_KEYS = ('persistence_mode', 'ecc_enabled', 'retired_pages_pending', 'remapped_rows_pending', 'remapped_rows_failure')
 _FLOAT_KEYS = ('power_draw_w', 'power_limit_w')
 # NVML's clocks event reason bits (nvmlClocksEventReason*), by the names nvidia-smi prints.
@@ -72,12 +78,17 @@ class NvidiaSmiParseError(ValueError):
         super(NvidiaSmiParseError, self).__init__('cannot parse nvidia-smi line %r: %s' % (line, reason))
 
 
-def query_fields(health=True):
-    return QUERY_FIELDS + (tuple(field for field, dummy in HEALTH_FIELDS) if health else ())
+def query_fields(health=True, usage=False):
+    return (QUERY_FIELDS + (tuple(field for field, dummy in HEALTH_FIELDS) if health else ())
+            + (tuple(field for field, dummy in USAGE_FIELDS) if usage else ()))
 
 
-def nvidia_smi_argv(nvidia_smi, health=True):
-    return [nvidia_smi, '--query-gpu=' + ','.join(query_fields(health)), '--format=csv,noheader,nounits']
+def nvidia_smi_argv(nvidia_smi, health=True, usage=False):
+    return [nvidia_smi, '--query-gpu=' + ','.join(query_fields(health, usage)), '--format=csv,noheader,nounits']
+
+
+def compute_apps_argv(nvidia_smi):
+    return [nvidia_smi, '--query-compute-apps=' + ','.join(COMPUTE_APPS_FIELDS), '--format=csv,noheader,nounits']
 
 
 def remap_argv(nvidia_smi):
@@ -129,11 +140,23 @@ def parse_health(values, line=''):
     return health
 
 
-def parse_gpu_line(line, health=False):
+def parse_usage(values, line=''):
+    """memory.used (MiB) and utilization.gpu (%) -> gpu['usage']; [N/A] -> None."""
+    usage = {}
+    for (field, key), value in zip(USAGE_FIELDS, values):
+        value = _optional(value.strip())
+        if value is not None and not value.isdigit():
+            raise NvidiaSmiParseError(line, '%s %r is not a whole number' % (field, value))
+        usage[key] = None if value is None else int(value)
+    return usage
+
+
+def parse_gpu_line(line, health=False, usage=False):
     """One CSV row -> (gpu dict, driver_version); with health, the row has the
-    HEALTH_FIELDS after the base fields and the gpu dict a 'health' dict."""
+    HEALTH_FIELDS after the base fields and the gpu dict a 'health' dict; with
+    usage, the USAGE_FIELDS last and a 'usage' dict."""
     fields = [field.strip() for field in line.split(',')]
-    wanted = query_fields(health)
+    wanted = query_fields(health, usage)
     if len(fields) < len(wanted):
         raise NvidiaSmiParseError(line, 'expected %d comma-separated fields (%s), found %d'
                                   % (len(wanted), ','.join(wanted), len(fields)))
@@ -161,7 +184,9 @@ def parse_gpu_line(line, health=False):
         'pci_bus_id': _optional(bus_id),
     }
     if health:
-        gpu['health'] = parse_health(fields[len(QUERY_FIELDS):], line)
+        gpu['health'] = parse_health(fields[len(QUERY_FIELDS):len(QUERY_FIELDS) + len(HEALTH_FIELDS)], line)
+    if usage:
+        gpu['usage'] = parse_usage(fields[len(fields) - len(USAGE_FIELDS):], line)
     return gpu, _optional(driver)
 
 
@@ -178,6 +203,85 @@ def parse_remap(out, gpus):
         if gpu is not None and 'health' in gpu:
             for (dummy, key), value in zip(REMAP_FIELDS, fields[1:]):
                 gpu['health'][key] = parse_health_value(key, value, line)
+
+
+def parse_compute_apps(out):
+    """--query-compute-apps rows (gpu_uuid, pid, process_name, used_memory) ->
+    [{gpu_uuid, pid, process_name, used_memory_mib}]; [N/A] -> None. Only the
+    process name is free text: it keeps the commas it had."""
+    apps = []
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        fields = [field.strip() for field in line.split(',')]
+        if len(fields) < len(COMPUTE_APPS_FIELDS):
+            raise NvidiaSmiParseError(line, 'expected %s' % ','.join(COMPUTE_APPS_FIELDS))
+        uuid, pid, used = fields[0], fields[1], _optional(fields[-1])
+        if not pid.isdigit():
+            raise NvidiaSmiParseError(line, 'pid %r is not a number' % pid)
+        if used is not None and not used.isdigit():
+            raise NvidiaSmiParseError(line, 'used_memory %r is not a number of MiB' % used)
+        apps.append({'gpu_uuid': _optional(uuid), 'pid': int(pid),
+                     'process_name': _optional(', '.join(fields[2:-1])),
+                     'used_memory_mib': None if used is None else int(used)})
+    return apps
+
+
+def own_pids(pid=None, proc='/proc'):
+    """This process and its descendants: the probe's own processes, which never make a GPU busy."""
+    pid = pid or os.getpid()
+    children = {}
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return set([pid])
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, entry, 'stat')) as handle:
+                # the command name is in parentheses and may hold spaces: the ppid follows the last ')'
+                ppid = int(handle.read().rsplit(')', 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        if current not in found:
+            found.add(current)
+            todo.extend(children.get(current, []))
+    return found
+
+
+def command_line(pid, proc='/proc', limit=120):
+    """The command line of a process as one string (cut at limit), or None where it cannot be read
+    (another PID namespace, a process that ended)."""
+    try:
+        with open(os.path.join(proc, str(pid), 'cmdline'), 'rb') as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    text = ' '.join(part.decode('utf-8', 'replace') for part in raw.split(b'\0') if part)
+    if not text:
+        return None
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+def attach_processes(gpus, apps, own=(), proc='/proc'):
+    """Each GPU's compute processes (gpu['processes']), the probe's own left out."""
+    by_uuid = dict((gpu.get('uuid'), gpu) for gpu in gpus)
+    for gpu in gpus:
+        gpu['processes'] = []
+    for app in apps:
+        gpu = by_uuid.get(app['gpu_uuid'])
+        if gpu is None and len(gpus) == 1:
+            # a MIG-less answer without a usable uuid on a one-GPU host
+            gpu = gpus[0]
+        if gpu is None or app['pid'] in own:
+            continue
+        gpu['processes'].append(dict(app, command=command_line(app['pid'], proc)))
+    return gpus
 
 
 def link_argv(nvidia_smi):
@@ -226,14 +330,14 @@ def needs_remap_query(gpus):
     return any('health' in gpu and gpu['health']['retired_pages_pending'] is None for gpu in gpus)
 
 
-def parse_query(out, health=False):
+def parse_query(out, health=False, usage=False):
     """Whole --query-gpu output -> (driver_version, [gpu, ...]), sorted by index."""
     gpus = []
     driver_version = None
     for line in out.splitlines():
         if not line.strip():
             continue
-        gpu, driver = parse_gpu_line(line, health)
+        gpu, driver = parse_gpu_line(line, health, usage)
         gpus.append(gpu)
         driver_version = driver_version or driver
     gpus.sort(key=lambda gpu: gpu['index'])
@@ -279,8 +383,8 @@ def empty_facts(error=None):
     }
 
 
-def facts_from_query(out, cuda_version, health=False, health_error=None):
-    driver_version, gpus = parse_query(out, health)
+def facts_from_query(out, cuda_version, health=False, health_error=None, usage=False):
+    driver_version, gpus = parse_query(out, health, usage)
     if not gpus:
         return empty_facts('nvidia-smi listed no GPU')
     return {
@@ -297,11 +401,15 @@ def facts_from_query(out, cuda_version, health=False, health_error=None):
 TIMED_OUT_RC = 124
 
 
-def gather(module, nvidia_smi=None, timeout=60):
+def gather(module, nvidia_smi=None, timeout=60, processes=False):
     """Run nvidia-smi through the module and return (facts, command result or None).
 
     One query reads the inventory and the health fields; a second one reads
-    row remapping only where a GPU has no retired-pages answer. A driver that
+    row remapping only where a GPU has no retired-pages answer. With
+    processes, the same first query reads each GPU's memory in use and
+    utilization (gpu['usage']) and one more reads its compute processes
+    (gpu['processes'], this process and its children left out); a failure of
+    that one is 'processes_error', never a GPU without processes. A driver that
     refuses a health field (an older one) gives the inventory without health,
     the reason in 'health_error'. A host without nvidia-smi, a driver or a
     device gives empty facts with the reason in 'error'; a hang past timeout,
@@ -320,18 +428,29 @@ def gather(module, nvidia_smi=None, timeout=60):
         return rc, out, err, result
 
     health, health_error = True, None
-    rc, out, err, result = call(nvidia_smi_argv(nvidia_smi))
+    rc, out, err, result = call(nvidia_smi_argv(nvidia_smi, usage=processes))
     if rc != 0 and 'not a valid field' in (out + err):
         health = False
         health_error = 'nvidia-smi refused a health field: %s' % (out + err).strip().splitlines()[0]
-        rc, out, err, result = call(nvidia_smi_argv(nvidia_smi, health=False))
+        rc, out, err, result = call(nvidia_smi_argv(nvidia_smi, health=False, usage=processes))
     if rc in NO_GPU_RC or (rc != 0 and not out.strip()):
         reason = (err.strip() or out.strip()).splitlines()
         return empty_facts('nvidia-smi failed (rc %d): %s' % (rc, reason[0] if reason else 'no output')), result
     if rc != 0:
         module.fail_json(msg='nvidia-smi failed (rc %d)' % rc, **result)
     try:
-        facts = facts_from_query(out, cuda_driver_version(), health, health_error)
+        facts = facts_from_query(out, cuda_driver_version(), health, health_error, usage=processes)
+        if processes and facts['present']:
+            facts['processes_error'] = None
+            rc, out, err, dummy = call(compute_apps_argv(nvidia_smi))
+            if rc == 0:
+                try:
+                    attach_processes(facts['gpus'], parse_compute_apps(out), own_pids())
+                except NvidiaSmiParseError as exc:
+                    facts['processes_error'] = 'compute processes not read: %s' % exc
+            else:
+                facts['processes_error'] = 'compute processes not read: nvidia-smi rc %d: %s' % (
+                    rc, ((err or out).strip().splitlines() or ['no output'])[0])
         if health and needs_remap_query(facts['gpus']):
             rc, out, err, remap = call(remap_argv(nvidia_smi))
             if rc == 0:

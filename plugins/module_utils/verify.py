@@ -38,6 +38,7 @@ EXPECT_SPEC = dict(
     imports=dict(type='list', elements='str', default=[]),
     kernels=dict(type='list', elements='str', default=[]),
     consistent=dict(type='bool'),
+    max_kernel_proof_age_hours=dict(type='float'),
     **dict(DEVICE_EXPECT_SPEC, **HEALTH_EXPECT_SPEC)
 )
 

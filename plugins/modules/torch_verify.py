@@ -656,7 +656,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import kernel_checks
+from ansible_collections.gpufleet.inference.plugins.module_utils import busy, kernel_checks, proof
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
     C_LOCALE,
     check_health_expectations,
@@ -700,6 +700,60 @@ def demangle(module, symbols):
     return dict((symbol, line.strip()) for symbol, line in zip(symbols, lines) if line.strip() != symbol)
 
 
+def numeric_expectations(expect, use, facts, gpu_facts):
+    """The expectations and facts to judge: a numeric expectation only where the numeric checks ran (a GPU left
+    out is a skip, never a failure), and the devices as nvidia-smi lists them where the probe saw only some."""
+    expect = dict(expect)
+    if not use['numeric']:
+        for name in busy.NUMERIC_EXPECT:
+            expect.pop(name, None)
+    if use['collectives_skip']:
+        expect.pop('min_allreduce_busbw_gbps', None)
+    if use['visible'] is None or not (gpu_facts or {}).get('present'):
+        return expect, facts
+    devices = [dict(index=gpu['index'], name=gpu['name'], compute_capability=gpu['compute_capability'])
+               for gpu in gpu_facts['gpus']]
+    return expect, dict(facts, devices=devices, device_count=len(devices))
+
+
+def keep_proof(module, params, link, facts, gpu_facts):
+    """Add this run's numeric pass to the host's proof record (not in check mode) and report its age in
+    facts['proof']; the max_kernel_proof_age_hours failure, or None."""
+    path = proof.record_path(link['link_path'])
+    gpus = (gpu_facts or {}).get('gpus') or [] if (gpu_facts or {}).get('present') else []
+    by_index = dict((gpu['index'], gpu) for gpu in gpus)
+    on_gpus = bool(gpus) and bool(facts.get('torch_cuda_version'))
+
+    def key_of(gpu):
+        return gpu.get('uuid') or 'gpu%d' % gpu['index']
+
+    def device_key(device):
+        if device == 'cpu' and not on_gpus:
+            return ('cpu', 'cpu')
+        if isinstance(device, int) and device in by_index and on_gpus:
+            return (key_of(by_index[device]), device)
+        return None
+
+    record, error = proof.load(path)
+    stack = proof.stack_of(link['target'], facts, (gpu_facts or {}).get('driver_version'))
+    # a device with any failed numeric check, or a failed all-reduce, proves nothing
+    found = proof.proven(facts, device_key)
+    now = time.time()
+    written = False
+    if found and not module.check_mode and error is None:
+        record = proof.update(record, stack, found, now, params['mode'])
+        try:
+            proof.write(path, record)
+            written = True
+        except (IOError, OSError) as exc:
+            error = 'proof record %s not written: %s' % (path, exc)
+    expected = [(key_of(gpu), 'GPU %d' % gpu['index']) for gpu in gpus] if on_gpus else [('cpu', 'cpu')]
+    fresh = proof.freshness(record, stack, expected, now, proven_now=set(found) if written else ())
+    fresh.update(path=path, error=error, written=written, proven_now=sorted(found))
+    facts['proof'] = fresh
+    return proof.age_failure(fresh, params['expect'].get('max_kernel_proof_age_hours'))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -730,6 +784,9 @@ def main():
             adopt=dict(type='bool', default=False),
             gpu=dict(type='bool', default=False),
             gpu_required=dict(type='bool', default=False),
+            mode=dict(type='str', choices=list(busy.MODES), default='auto'),
+            busy_memory_mib=dict(type='int', default=busy.DEFAULT_BUSY_MEMORY_MIB),
+            proof=dict(type='bool', default=False),
         ),
         required_one_of=[['python', 'link']],
         mutually_exclusive=[['python', 'link']],
@@ -743,8 +800,24 @@ def main():
     if health_expected and not params['gpu']:
         module.fail_json(msg='expect.%s: needs gpu=true (the GPUs\' health is read with them)' % health_expected[0],
                          probed=False)
+    numeric_asked = bool(params['smoke'] or params['kernels'] or params['expect']['kernels'] or params['collectives']
+                         or params['expect']['min_allreduce_busbw_gbps'] is not None)
+    if params['busy_memory_mib'] < 1:
+        module.fail_json(msg='busy_memory_mib: expected a positive number of MiB, found %d' % params['busy_memory_mib'],
+                         probed=False)
+    age = params['expect'].get('max_kernel_proof_age_hours')
+    if age is not None and (age < 0 or not params['proof']):
+        module.fail_json(msg='expect.max_kernel_proof_age_hours: expected a number of hours >= 0 with proof=true and link, '
+                         'found %r%s' % (age, '' if params['proof'] else ' without proof=true'), probed=False)
+    if params['proof'] and not params['link']:
+        module.fail_json(msg='proof: needs link (the record is kept beside the stable path)', probed=False)
+    gpu_facts = None
+    if params['gpu'] or numeric_asked or params['mode'] != 'auto':
+        # what each GPU is doing is read before any CUDA work: a busy GPU is never disturbed
+        gpu_facts = gather(module, processes=True)[0]
+        busy.judge(gpu_facts, params['busy_memory_mib'])
     if params['gpu']:
-        facts_out['gpufleet_gpu'] = gather(module)[0]
+        facts_out['gpufleet_gpu'] = gpu_facts
         if params['gpu_required'] and not facts_out['gpufleet_gpu']['present']:
             message = 'gpu_required: expected an NVIDIA GPU, found none (%s)' % facts_out['gpufleet_gpu']['error']
             module.fail_json(msg=message, mismatches=[message], probed=False, ansible_facts=facts_out)
@@ -797,11 +870,23 @@ def main():
                              probed=False, **extra)
     kernels = params['kernels'] or bool(params['expect']['kernels'])
 
+    use = busy.plan(params['mode'], gpu_facts, params['environment'])
+    use['gpus'] = [dict(index=gpu['index'], uuid=gpu.get('uuid'), busy=gpu.get('busy', False),
+                        reason=gpu.get('busy_reason'), processes=gpu.get('processes') or [],
+                        **(gpu.get('usage') or {}))
+                   for gpu in ((gpu_facts or {}).get('gpus') or [])]
+    if use['refused']:
+        message = use['refused']
+        module.fail_json(msg=message, mismatches=[message], probed=False, busy_refused=True,
+                         ansible_facts=dict(facts_out, gpufleet_torch=dict(python_executable=python, gpu_use=use)), **extra)
+    smoke = params['smoke'] and use['numeric']
+    kernels = kernels and use['numeric']
+
     imports = list(params['imports'])
     imports.extend(name for name in params['expect']['imports'] if name not in imports)
     probe_params = dict(
         imports=imports,
-        smoke=params['smoke'],
+        smoke=smoke,
         smoke_size=params['smoke_size'],
         smoke_iterations=params['smoke_iterations'],
         smoke_dtypes=params['smoke_dtypes'],
@@ -813,13 +898,20 @@ def main():
         packages=params['packages'],
         markers=params['markers'],
     )
-    if params['collectives'] or params['expect']['min_allreduce_busbw_gbps'] is not None:
+    collectives_asked = params['collectives'] or params['expect']['min_allreduce_busbw_gbps'] is not None
+    if collectives_asked and not use['collectives_skip']:
         probe_params.update((name, params[name]) for name in (
             'collectives', 'collectives_backend', 'collectives_world_size', 'collectives_sizes_mib',
             'collectives_iterations', 'collectives_timeout'))
         probe_params['collectives'] = True
     argv = probe_argv(python, probe_params, isolated=params['isolated'])
     environ = dict((key, str(value)) for key, value in params['environment'].items())
+    if use['mask'] is not None:
+        # the probe sees the idle GPUs only, in nvidia-smi's order
+        environ['CUDA_VISIBLE_DEVICES'] = use['mask']
+    if (gpu_facts or {}).get('present'):
+        # torch numbers the GPUs as nvidia-smi does (the report matches them by index)
+        environ.setdefault('CUDA_DEVICE_ORDER', 'PCI_BUS_ID')
 
     started = time.time()
     rc, out, err = module.run_command(argv, environ_update=environ, errors='replace')
@@ -833,11 +925,21 @@ def main():
                          ansible_facts=dict(facts_out, gpufleet_torch=dict(python_executable=python, probe_seconds=probe_seconds)),
                          **extra)
     facts['probe_seconds'] = probe_seconds
+    if use['visible'] is not None:
+        # torch's device numbers under the mask -> nvidia-smi's
+        for entry in (facts.get('smoke') or []) + (facts.get('kernels') or []):
+            entry['device'] = busy.torch_to_smi(use, entry.get('device'))
+        for device in facts.get('devices') or []:
+            device['index'] = busy.torch_to_smi(use, device.get('index'))
+    if collectives_asked and use['collectives_skip']:
+        facts['collectives'] = dict(status='skipped', reason=use['collectives_skip'], backend=params['collectives_backend'],
+                                    world_size=None, correct=None, results=[])
+    facts['gpu_use'] = use
 
     symbols = sorted(set(entry['undefined_symbol'] for entry in facts['imports'].values() if entry.get('undefined_symbol')))
     diagnose_undefined_symbols(facts, demangle(module, symbols))
 
-    mismatches = check_health(facts, params['smoke'], params['smoke_tolerance'])
+    mismatches = check_health(facts, smoke, params['smoke_tolerance'])
     mismatches.extend(check_kernels(facts))
     mismatches.extend(check_collectives(facts))
     if params['gpu']:
@@ -848,7 +950,12 @@ def main():
             reread_links(module, gpu_facts)
         # no GPU health at all fails every health expectation that was set
         mismatches.extend(check_health_expectations(params['expect'], gpu_facts))
-    mismatches.extend(check_expectations(params['expect'], facts))
+    expect, judged = numeric_expectations(params['expect'], use, facts, gpu_facts)
+    mismatches.extend(check_expectations(expect, judged))
+    if params['proof']:
+        problem = keep_proof(module, params, extra['link'], facts, gpu_facts)
+        if problem:
+            mismatches.append(problem)
     result = dict(changed=False, mismatches=mismatches, probed=True, ansible_facts=dict(facts_out, gpufleet_torch=facts), **extra)
     if mismatches:
         module.fail_json(msg='%d check(s) failed for %s: %s' % (len(mismatches), python, '; '.join(mismatches)),
