@@ -68,6 +68,10 @@ ROLE_OPTIONS = {
         # as `uv pip freeze` lists them
         ("packages", "verify_record_packages", bool),
         ("gpu_required", "verify_gpu_required", bool),
+        # how deep: auto, in_service, full (a busy GPU is never disturbed)
+        ("mode", "verify_mode", str),
+        ("busy_memory_mib", "verify_busy_memory_mib", int),
+        ("proof", "verify_proof", bool),
     ),
 }
 
@@ -134,12 +138,18 @@ def summarize(res, link_default):
         "host_unreachable": unreachable,
         "gpu": facts.get("gpufleet_gpu") or {},
         # packages and markers are kept once, below, not twice in the report
-        "torch": {k: v for k, v in torch.items() if k not in ("packages", "markers")},
+        "torch": {k: v for k, v in torch.items() if k not in ("packages", "markers", "gpu_use", "proof")},
         "packages": torch.get("packages") or {},
         "mismatches": res.get("mismatches") or [],
         "sgl_kernel_abi_key": sgl.get("abi_key") or "",
         # the GPU targets the installed sgl_kernel wheel carries (its arch audit)
         "sgl_kernel_targets": sgl.get("compiled_targets") or [],
+        # what each GPU was doing and what the run left out (mode, busy GPUs, skips)
+        "gpu_use": torch.get("gpu_use") or {},
+        # full verification refused before any CUDA work: a GPU is busy
+        "busy_refused": bool(res.get("busy_refused")),
+        # the age of the last numeric pass per GPU under this stack
+        "proof": torch.get("proof") or {},
         # deploy.yml's record in the verified venv (its fast path checks it)
         "deploy_stamp": markers.get("gpufleet-deployed.json") or {},
         # none: check mode, for a venv only a real run would create (neither verified nor failed)

@@ -54,6 +54,20 @@ options:
       - V(0) waits for ever.
     type: int
     default: 60
+  processes:
+    description:
+      - Also read what each GPU is doing - its compute processes (C(nvidia-smi --query-compute-apps) - pid, process
+        name, memory used, and the command line where C(/proc) shows it), its memory in use and its utilization -
+        and judge it busy or idle (RV(ansible_facts.gpufleet_gpu.gpus[].busy), with the reason). This module's own
+        processes never count. V(true) as well with O(expect.idle).
+    type: bool
+    default: false
+  busy_memory_mib:
+    description:
+      - A GPU with no compute process listed is still busy when this much of its memory (MiB) is in use (a process
+        of another container is not listed, its memory is).
+    type: int
+    default: 2048
   expect:
     description:
       - Hardware and health expectations; the ones left unset are not checked, except
@@ -94,6 +108,11 @@ options:
         type: bool
       no_clock_slowdown:
         description: No hardware slowdown, thermal slowdown or power-brake clock event reason active.
+        type: bool
+      idle:
+        description:
+          - Every GPU idle - no compute process of another program on it and less than O(busy_memory_mib) in use - for
+            example before a change that must be verified on every GPU (a busy one is named with its processes).
         type: bool
 extends_documentation_fragment:
   - gpufleet.inference.read_only
@@ -217,6 +236,30 @@ ansible_facts:
                        remapped_rows_pending: false, remapped_rows_failure: false, clocks_event_reasons_active: 0,
                        clocks_event_reasons: [], temperature_c: 31, power_draw_w: 76.28, power_limit_w: 700.0,
                        clocks_sm_mhz: 345, clocks_max_sm_mhz: 1980}
+            usage:
+              description: With O(processes), C(memory_used_mib) and C(utilization_pct) (V(null) where not reported).
+              type: dict
+              sample: {memory_used_mib: 88166, utilization_pct: 97}
+            processes:
+              description:
+                - With O(processes), the compute processes on the GPU (this module's own left out) - C(pid),
+                  C(process_name), C(used_memory_mib), C(command) (the command line, V(null) where C(/proc) does not
+                  show it, for example a process of another container).
+              type: list
+              elements: dict
+              sample: [{pid: 4242, process_name: python3, used_memory_mib: 88166,
+                        command: "python3 -m sglang.launch_server --model-path /models/llama"}]
+            busy:
+              description: With O(processes), whether another program uses the GPU (processes, or memory in use).
+              type: bool
+            busy_reason:
+              description: With O(processes), why it is busy, else V(null).
+              type: str
+              sample: "busy (pid 4242 python3 -m sglang.launch_server --model-path /models/llama, 86.1 GiB)"
+        processes_error:
+          description: With O(processes), why the compute processes could not be read, else V(null).
+          type: str
+          returned: when O(processes) is true and a GPU is present
         arch_list:
           description: TORCH_CUDA_ARCH_LIST entries for these GPUs, lowest first, deduplicated.
           type: list
@@ -251,6 +294,7 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
     check_health_expectations,
     gather,
 )
+from ansible_collections.gpufleet.inference.plugins.module_utils.busy import DEFAULT_BUSY_MEMORY_MIB, judge
 
 
 def main():
@@ -259,7 +303,10 @@ def main():
             required=dict(type='bool', default=False),
             nvidia_smi=dict(type='path'),
             timeout=dict(type='int', default=60),
-            expect=dict(type='dict', default={}, options=dict(DEVICE_EXPECT_SPEC, **HEALTH_EXPECT_SPEC)),
+            processes=dict(type='bool', default=False),
+            busy_memory_mib=dict(type='int', default=DEFAULT_BUSY_MEMORY_MIB),
+            expect=dict(type='dict', default={}, options=dict(DEVICE_EXPECT_SPEC, idle=dict(type='bool'),
+                                                              **HEALTH_EXPECT_SPEC)),
         ),
         supports_check_mode=True,
     )
@@ -268,13 +315,21 @@ def main():
     for name in ('device_count', 'min_pcie_gen', 'min_pcie_width', 'max_ecc_uncorrected'):
         if expect.get(name) is not None and expect[name] < 0:
             module.fail_json(msg='expect.%s: expected a number >= 0, found %d' % (name, expect[name]))
-    facts, result = gather(module, module.params['nvidia_smi'], module.params['timeout'])
+    if module.params['busy_memory_mib'] < 1:
+        module.fail_json(msg='busy_memory_mib: expected a positive number of MiB, found %d' % module.params['busy_memory_mib'])
+    processes = module.params['processes'] or bool(expect.get('idle'))
+    facts, result = gather(module, module.params['nvidia_smi'], module.params['timeout'], processes=processes)
+    if processes:
+        judge(facts, module.params['busy_memory_mib'])
     if module.params['required'] and not facts['present']:
         module.fail_json(msg='required: expected an NVIDIA GPU, found none (%s)' % facts['error'],
                          ansible_facts=dict(gpufleet_gpu=facts), **(result or {}))
     health = dict((key, value) for key, value in expect.items() if key in HEALTH_EXPECT_SPEC)
     mismatches = check_device_expectations(expect, facts['gpus'], len(facts['gpus']), facts['driver_version'])
     mismatches += check_health_expectations(health, facts) if health else []
+    if expect.get('idle'):
+        mismatches += ['idle: expected no other program on GPU %s, found %s' % (gpu['index'], gpu['busy_reason'])
+                       for gpu in facts['gpus'] if gpu.get('busy')]
     if mismatches:
         module.fail_json(msg='%d hardware or health check(s) failed: %s' % (len(mismatches), '; '.join(mismatches)),
                          mismatches=mismatches, ansible_facts=dict(gpufleet_gpu=facts))

@@ -40,12 +40,23 @@ def fleet_record(hostvars, status="ok", message=None, stage=""):
     if not isinstance(verify, dict) or verify.get("skipped"):
         verify = {}
     passed = verify.get("passed")
+    serving = _get(hostvars, "_fleet_serving", {}) or {}
+    if not isinstance(serving, dict):
+        serving = {}
     if verify.get("host_unreachable"):
         outcome = "unreachable"
     elif status != "ok":
         outcome = status
     elif passed is None:
         outcome = "unverified"
+    elif serving.get("error"):
+        # a drain or return that failed, or GPUs still busy after the drain
+        outcome = "failed"
+        stage = "serving"
+        message = serving["error"] if message is None else message
+    elif verify.get("busy_refused") and not passed:
+        # full verification refused before any CUDA work: never a failed GPU
+        outcome = "busy"
     else:
         outcome = "ok" if passed else "failed"
     adopted = _get(hostvars, "_fleet_adopted", {}) or {}
@@ -53,7 +64,7 @@ def fleet_record(hostvars, status="ok", message=None, stage=""):
         adopted = dict(adopted, moved=bool(_get(hostvars, "activate_adopted", "")))
     return {
         "status": outcome,
-        "stage": (stage or "") if status != "ok" or outcome == "failed" else "",
+        "stage": (stage or "") if status != "ok" or outcome in ("failed", "busy") else "",
         "message": message if message is not None else verify.get("fail_message", ""),
         "mismatches": verify.get("mismatches") or [],
         "venv": verify["target"] if "target" in verify else _get(hostvars, "uv_venv_dir", ""),
@@ -69,4 +80,10 @@ def fleet_record(hostvars, status="ok", message=None, stage=""):
         "packages": verify.get("packages") or {},
         "sgl_kernel_abi_key": _get(hostvars, "sgl_kernel_abi_key", "") or verify.get("sgl_kernel_abi_key", ""),
         "sgl_kernel_targets": verify.get("sgl_kernel_targets") or [],
+        # what each GPU was doing, what was skipped and why (verify_mode)
+        "gpu_use": verify.get("gpu_use") or {},
+        # how old the last numeric pass under this stack is, per GPU
+        "proof": verify.get("proof") or {},
+        # the drain and return hooks: what ran, the reason, an error
+        "serving": {k: v for k, v in serving.items() if k != "drained_before"} if serving else {},
     }

@@ -30,8 +30,10 @@ REPORT_BASENAME = "fleet-report"
 SCHEMA_VERSION = 1
 
 # Worst first: the order of the rows in every rendering.
-STATUS_ORDER = {"failed": 0, "unreachable": 1, "drift": 2, "not_run": 3, "unverified": 4, "ok": 5}
-BAD_STATUSES = ("failed", "unreachable", "drift")
+STATUS_ORDER = {"failed": 0, "unreachable": 1, "busy": 2, "drift": 3, "not_run": 4, "unverified": 5, "ok": 6}
+# busy: a full verification refused before any CUDA work (a GPU serves); not
+# a failed GPU, but not verified either
+BAD_STATUSES = ("failed", "unreachable", "busy", "drift")
 # A GPU (or a host's all-reduce) below this share of its siblings' median is flagged (gpufleet_outlier_ratio).
 DEFAULT_OUTLIER_RATIO = 0.9
 # Clock event reasons that mean hardware or heat holds the GPU back (module_utils gpu.SLOWDOWN_REASONS).
@@ -437,6 +439,41 @@ def _adopted(record):
     }
 
 
+def _gpu_use(use):
+    use = use if isinstance(use, dict) else {}
+    return {"mode": use.get("requested"), "skipped": [s for s in use.get("skipped") or [] if isinstance(s, dict)],
+            "collectives_skip": use.get("collectives_skip")} if use else {}
+
+
+def _proof(proof):
+    proof = proof if isinstance(proof, dict) else {}
+    if not proof:
+        return {}
+    return {"summary": proof.get("summary"), "oldest_age_hours": proof.get("oldest_age_hours"),
+            "never": proof.get("never") or [], "devices": proof.get("devices") or [], "error": proof.get("error")}
+
+
+def _serving(serving, previous_row):
+    serving = dict(serving) if isinstance(serving, dict) else {}
+    before = (previous_row or {}).get("serving") if isinstance(previous_row, dict) else None
+    if not serving and isinstance(before, dict) and before.get("drained"):
+        # no hook ran this time: the drain of an earlier run still stands
+        serving = dict(before, actions=[], carried=True)
+    return serving
+
+
+def _mark_busy(gpus, gpu_facts, use):
+    """Each GPU row's busy reason, processes and skip (from nvidia-smi and the run's plan)."""
+    facts = dict((g.get("index"), g) for g in (gpu_facts or {}).get("gpus") or [] if isinstance(g, dict))
+    skipped = dict((s.get("gpu"), s.get("reason")) for s in (use or {}).get("skipped") or [])
+    for g in gpus:
+        found = facts.get(g["index"]) or {}
+        g["busy"] = found.get("busy_reason")
+        g["processes"] = found.get("processes") or []
+        g["usage"] = found.get("usage")
+        g["skipped"] = skipped.get(g["index"])
+
+
 def host_row(name, entry, previous_row, lock_dir, mode):
     """One report row from the host's registered result of this run."""
     entry = dict(entry or {})
@@ -484,7 +521,14 @@ def host_row(name, entry, previous_row, lock_dir, mode):
         "packages": packages,
         "facts": {"gpu": gpu, "torch": torch},
         "drift": [],
+        # the verification's depth, the GPUs it left out and why
+        "gpu_use": _gpu_use(entry.get("gpu_use")),
+        # how old the last numeric pass under this stack is
+        "proof": _proof(entry.get("proof")),
+        # the drain and return hooks of this run (or, where none ran, a drain still standing from an earlier one)
+        "serving": _serving(entry.get("serving"), previous_row),
     }
+    _mark_busy(gpus, gpu, row["gpu_use"])
     if status in ("unreachable", "not_run"):
         # Keep the last known stack so the operator sees what the host had.
         if previous_row:
@@ -520,6 +564,8 @@ def host_row(name, entry, previous_row, lock_dir, mode):
             row["drift"].append("%s changed since the previous run: %s -> %s" % (c["name"], c["old"], c["new"]))
     if status == "ok" and row["drift"]:
         row["status"] = "drift"
+    if status == "busy":
+        row["drift"].append("busy: %s" % _one_line(row["message"]))
     return row
 
 
@@ -633,7 +679,14 @@ def format_kernels(row):
     kernels = row.get("kernels") if isinstance(row, dict) else None
     if not isinstance(kernels, dict):  # a report written before the kernel checks
         return "not run"
-    return kernels.get("summary") or "not run"
+    text = kernels.get("summary") or "not run"
+    skipped = [s for s in (row.get("gpu_use") or {}).get("skipped") or [] if isinstance(s.get("gpu"), int)]
+    if skipped:
+        text += "; GPU %s skipped (%s)" % (", ".join(str(s["gpu"]) for s in skipped),
+                                           "busy" if all(str(s.get("reason", "")).startswith("busy") for s in skipped)
+                                           else (row.get("gpu_use") or {}).get("mode") or "skipped")
+    proof = (row.get("proof") or {}).get("summary")
+    return text + ("; " + proof if proof else "")
 
 
 def gpu_notes(gpu):
@@ -672,7 +725,9 @@ def has_notes(row):
     if not isinstance(row, dict):
         return False
     kernels = row.get("kernels") if isinstance(row.get("kernels"), dict) else {}
-    return bool(kernels.get("failed") or kernels.get("compiled") or kernels.get("error") or row.get("requirement_conflicts"))
+    return bool(kernels.get("failed") or kernels.get("compiled") or kernels.get("error") or row.get("requirement_conflicts")
+                or (row.get("gpu_use") or {}).get("skipped") or (row.get("serving") or {}).get("actions")
+                or (row.get("serving") or {}).get("error"))
 
 
 def kernel_notes(row):
@@ -691,6 +746,23 @@ def kernel_notes(row):
                                                                " (%.1f s in all)" % secs if _number(secs) else ""))
     if kernels.get("error"):
         notes.append("kernel checks error: %s" % _one_line(kernels["error"]))
+    use = row.get("gpu_use") or {}
+    for s in use.get("skipped") or []:
+        where = "GPU %s" % s.get("gpu") if isinstance(s.get("gpu"), int) else "numeric checks"
+        notes.append("%s skipped: %s" % (where, _one_line(s.get("reason"), 240)))
+    proof = row.get("proof") or {}
+    for d in proof.get("devices") or []:
+        if d.get("age_hours") is not None and d.get("proven_at"):
+            notes.append("%s last proven %s (%s checks)" % (d.get("label"), d.get("proven_at"), len(d.get("checks") or [])))
+    if proof.get("error"):
+        notes.append("proof record: %s" % _one_line(proof["error"]))
+    serving = row.get("serving") or {}
+    for action in serving.get("actions") or []:
+        notes.append("hook %s" % _one_line(action, 240))
+    if serving.get("carried"):
+        notes.append("still drained by gpufleet since an earlier run: %s" % _one_line(serving.get("reason"), 240))
+    if serving.get("error"):
+        notes.append("hook error: %s" % _one_line(serving["error"]))
     return notes
 
 

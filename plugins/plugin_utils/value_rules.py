@@ -20,6 +20,7 @@ same values, reports it.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 
@@ -84,6 +85,38 @@ def fleet_hosts(values):
     return play_keyword_errors(values.get("gpufleet_serial", "100%"), values.get("gpufleet_max_fail_percentage", 100))
 
 
+def hook_errors(hook, name):
+    """A drain or return hook: [] (none), a command as a non-empty list of non-empty strings, or the path of an
+    existing task file (.yml, .yaml) on the controller."""
+    if hook in (None, "", []):
+        return []
+    allowed = ("%s must be a command as a list of strings (argv, run without a shell), the path of a task file "
+               "ending in .yml or .yaml, or [] for none" % name)
+    if isinstance(hook, str):
+        if not hook.endswith((".yml", ".yaml")):
+            return ["%s (got the string '%s': a command must be a list of strings)" % (allowed, hook)]
+        if not os.path.isfile(os.path.expanduser(hook)):
+            return ["%s: the task file %s does not exist on the controller" % (name, hook)]
+        return []
+    if _is_list(hook) and all(isinstance(part, str) and part.strip() for part in hook):
+        return []
+    return ["%s (got %s)" % (allowed, json.dumps(hook, default=str))]
+
+
+def serving_errors(values):
+    """The serving fleet's inputs: busy threshold, drain and return hooks, the wait after a drain."""
+    errors = []
+    memory = values.get("gpufleet_busy_memory_mib", 2048)
+    if _number(memory, 0, int) < 1:
+        errors.append("gpufleet_busy_memory_mib must be a number of MiB > 0 (got %s)" % _show(memory))
+    wait = values.get("gpufleet_drain_wait_seconds", 600)
+    if not _DIGITS_RE.match(_show(wait)):
+        errors.append("gpufleet_drain_wait_seconds must be a number of seconds >= 0 (got %s)" % _show(wait))
+    errors += hook_errors(values.get("gpufleet_drain_hook"), "gpufleet_drain_hook")
+    errors += hook_errors(values.get("gpufleet_return_hook"), "gpufleet_return_hook")
+    return errors
+
+
 def fleet_validate(values):
     """The playbooks' inputs (the fleet role's entry point validate); the play
     keywords again, for runs under --limit, where the hosts check is skipped."""
@@ -116,6 +149,7 @@ def fleet_validate(values):
     free = values.get("gpufleet_min_free_gib")
     if _number(free, 0.0) < 0:
         errors.append("gpufleet_min_free_gib must be a number of GiB >= 0 (got %s)" % _show(free))
+    errors += serving_errors(values)
     errors += expect_errors(expect, "gpufleet_expect")
     errors += expect_errors(values.get("gpufleet_rollback_expect") or {}, "gpufleet_rollback_expect")
     errors += tolerance_errors(values.get("gpufleet_kernel_tolerances"), "gpufleet_kernel_tolerances")
@@ -141,6 +175,10 @@ def verify_main(values):
     timeout = values.get("verify_timeout")
     if not (_DIGITS_RE.match(_show(timeout)) and _number(timeout, 0, int) > 0):
         errors.append("verify_timeout must be a number of seconds > 0 (got %s)" % _show(timeout))
+    memory = values.get("verify_busy_memory_mib", 2048)
+    if _number(memory, 0, int) < 1:
+        errors.append("verify_busy_memory_mib (gpufleet_busy_memory_mib) must be a number of MiB > 0 (got %s)"
+                      % _show(memory))
     errors += expect_errors(values.get("verify_expect"), "verify_expect (gpufleet_expect)")
     errors += tolerance_errors(values.get("verify_kernel_tolerances"),
                                "verify_kernel_tolerances (gpufleet_kernel_tolerances)")

@@ -357,6 +357,11 @@ ROOT_COMMANDS = {
 ROOT_SCRIPTS = {}
 # Modules whose whole purpose needs root.
 ROOT_MODULES = {"apt": "system packages", "package": "system packages"}
+# Tasks that run a command the operator wrote, as root by the operator's choice.
+OPERATOR_ROOT_TASKS = {
+    "roles/fleet/tasks/hook.yml: Serving | Run the hook command as root ({{ fleet_hook_action }})":
+        "the drain/return hook (gpufleet_drain_hook, a scheduler's admin command), only with gpufleet_hook_become",
+}
 # Modules that act on paths as root; the keys that name the paths.
 PATH_KEYS = {"copy": ("dest",), "template": ("dest",), "file": ("path", "dest"), "find": ("paths",),
              "stat": ("path",), "command": ("creates", "removes", "chdir"), "script": ("creates", "removes", "chdir"),
@@ -476,7 +481,7 @@ def become_problems(entries, resolver):
             continue
         if become_user and str(become_user).strip() != "root":
             continue
-        if mod in ROOT_MODULES or mod in CONTROLLER_ONLY:
+        if mod in ROOT_MODULES or mod in CONTROLLER_ONLY or label in OPERATOR_ROOT_TASKS:
             continue
         if mod not in PATH_KEYS:
             problems.append((label, "runs %s as root: not an allow-listed purpose" % mod))
