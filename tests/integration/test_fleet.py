@@ -279,6 +279,99 @@ def test_drift_on_one_host_is_flagged_and_exits_non_zero(fleet):
     assert rc == 0, out[-4000:]
 
 
+SLURM_HOOKS = {
+    "gpufleet_drain_hook": ["scontrol", "update", "nodename={{ inventory_hostname }}", "state=drain",
+                            "reason={{ fleet_hook_reason }}"],
+    "gpufleet_return_hook": ["scontrol", "update", "nodename={{ inventory_hostname }}", "state=resume"],
+}
+
+
+def test_slurm_drains_the_failed_node_with_its_reason_and_resumes_it_after_a_pass(fleet):
+    """Debian's slurm-wlm on the sandbox (slurmctld on sbx1, a slurmd per host):
+    verify.yml with the Slurm hooks drains the host that fails, with the first
+    failed check as the reason, leaves the others in service, and resumes it
+    once it passes again."""
+    from serving_helpers import install_slurm, slurm_node
+
+    inv = fleet["inventory"]
+    install_slurm(inv)
+    assert all(slurm_node(inv, h)["state"] == "IDLE" for h in HOSTS)
+    shell(inv, "sbx2", "sed -i \"s/^__version__ = .*/__version__ = '2.13.1+cpu'/\" %s/torch/version.py" % SITE)
+    try:
+        rc, out, stats = play(fleet, VERIFY, extra=SLURM_HOOKS)
+        assert rc != 0 and stats["sbx2"]["failed"] == 1, out[-4000:]
+        node = slurm_node(inv, "sbx2")
+        assert "DRAIN" in node["state"], node["output"]
+        assert node["reason"].startswith("gpufleet: torch_version: expected 2.13.0+cpu, found 2.13.1+cpu"), node
+        assert [slurm_node(inv, h)["state"] for h in ("sbx1", "sbx3")] == ["IDLE", "IDLE"]
+        r = rows(fleet)
+        assert r["sbx2"]["status"] == "failed" and r["sbx2"]["serving"]["drained"], r["sbx2"]["serving"]
+        assert r["sbx1"]["status"] == "ok" and not r["sbx1"]["serving"]["drained"]
+    finally:
+        shell(inv, "sbx2", "sed -i \"s/^__version__ = .*/__version__ = '2.13.0+cpu'/\" %s/torch/version.py" % SITE)
+    # fixed by hand: the next verification passes and resumes the node gpufleet drained
+    rc, out, stats = play(fleet, VERIFY, extra=SLURM_HOOKS)
+    assert rc == 0, out[-4000:]
+    assert slurm_node(inv, "sbx2")["state"] == "IDLE"
+    serving = rows(fleet)["sbx2"]["serving"]
+    assert serving["returned"] and serving["actions"] == ["return"], serving
+    # a host gpufleet never drained is never resumed
+    assert rows(fleet)["sbx1"]["serving"]["actions"] == []
+
+
+def test_a_serving_gpu_is_skipped_refused_or_drained_never_disturbed(fleet):
+    """A stand-in GPU on sbx3 whose compute process is a systemd unit (the
+    stand-in nvidia-smi lists the unit's pid): in_service and auto pass with
+    the numeric checks skipped, naming the pid; full refuses the host (busy);
+    full with the systemd hooks stops the unit, verifies in full, starts it
+    again, and the proof record says the kernels were proven in this run."""
+    from serving_helpers import SERVING_UNIT, install_fake_gpu, remove_fake_gpu, serving, serving_pid
+
+    inv = fleet["inventory"]
+    # the stand-in GPU is no device of the CPU torch: nvidia-smi's count would not be 0
+    expect = {"python_version": "3.11", "imports": ["flashinfer", "sgl_kernel"]}
+    install_fake_gpu(inv, "sbx3")
+    try:
+        serving(inv, "sbx3", "started")
+        pid = serving_pid(inv, "sbx3")
+        assert pid > 0
+        for mode in ("in_service", "auto"):
+            rc, out, stats = play(fleet, VERIFY, limit="sbx3", extra={"gpufleet_verify_mode": mode, "gpufleet_expect": expect})
+            assert rc == 0, out[-4000:]
+            row = rows(fleet)["sbx3"]
+            assert row["status"] == "ok", row["drift"]
+            skipped = row["gpu_use"]["skipped"]
+            assert skipped and skipped[0]["gpu"] == 0 and ("busy (pid %d /usr/bin/python3" % pid) in skipped[0]["reason"], skipped
+            assert row["gpus"][0]["processes"][0]["pid"] == pid
+            assert row["kernels"]["passed"] == 0, row["kernels"]  # no numeric check ran on the busy host
+        rc, out, stats = play(fleet, VERIFY, limit="sbx3", extra={"gpufleet_verify_mode": "full", "gpufleet_expect": expect})
+        assert rc != 0
+        row = rows(fleet)["sbx3"]
+        assert row["status"] == "busy" and "pid %d" % pid in row["message"], row
+        assert serving_pid(inv, "sbx3") == pid  # never touched
+        hooks = {"gpufleet_drain_hook": ["systemctl", "stop", SERVING_UNIT],
+                 "gpufleet_return_hook": ["systemctl", "start", SERVING_UNIT],
+                 "gpufleet_drain_wait_seconds": 30}
+        rc, out, stats = play(fleet, VERIFY, limit="sbx3",
+                              extra=dict(hooks, gpufleet_verify_mode="full", gpufleet_expect=expect))
+        assert rc == 0, out[-4000:]
+        row = rows(fleet)["sbx3"]
+        assert row["status"] == "ok", row
+        assert row["serving"]["actions"] == ["drain: gpufleet: full verification", "return"], row["serving"]
+        assert row["kernels"]["passed"] > 0 and row["proof"]["summary"] == "kernels proven in this run", row["proof"]
+        after = serving_pid(inv, "sbx3")
+        assert after > 0 and after != pid  # the unit is serving again, started anew
+        # the next in_service run reads the proof's age from the record on the host
+        rc, out, stats = play(fleet, VERIFY, limit="sbx3", extra={"gpufleet_verify_mode": "in_service", "gpufleet_expect": expect})
+        assert rc == 0, out[-4000:]
+        assert rows(fleet)["sbx3"]["proof"]["summary"].startswith("kernels last proven "), rows(fleet)["sbx3"]["proof"]
+        rc, out, stats = play(fleet, VERIFY, limit="sbx3", extra={
+            "gpufleet_verify_mode": "in_service", "gpufleet_expect": dict(expect, max_kernel_proof_age_hours=0)})
+        assert rc != 0 and "max_kernel_proof_age_hours: expected kernels proven under this stack within 0" in out, out[-3000:]
+    finally:
+        remove_fake_gpu(inv, "sbx3")
+
+
 def test_failed_verification_keeps_the_previous_venv(fleet):
     alt = fleet["alt"]
     os.makedirs(os.path.join(alt, "host_vars"), exist_ok=True)
