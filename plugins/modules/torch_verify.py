@@ -255,6 +255,11 @@ options:
       no_clock_slowdown:
         description: No hardware, thermal or power-brake clock slowdown active on any GPU.
         type: bool
+      max_kernel_proof_age_hours:
+        description:
+          - The oldest accepted numeric pass (hours) of every GPU under this stack, from the record of O(proof); a GPU
+            never proven under this stack (a new stack, a new driver) fails it too. Needs O(proof=true).
+        type: float
       consistent:
         description:
           - The installed distributions must agree with each other's pins on torch, torchvision and
@@ -296,6 +301,38 @@ options:
   gpu_required:
     description:
       - With O(gpu=true), fail when the host has no usable NVIDIA GPU, before the probe runs.
+    type: bool
+    default: false
+  mode:
+    description:
+      - How deep the verification goes on a GPU that serves. Before any CUDA work the module reads each GPU's
+        compute processes (C(nvidia-smi --query-compute-apps); its own left out), memory in use and utilization; a
+        GPU is busy when another program has a context on it, or when O(busy_memory_mib) of its memory is in use.
+      - V(auto) - the numeric checks (O(smoke), O(kernels), O(collectives)) run on the idle GPUs only; the probe sees
+        only those (C(CUDA_VISIBLE_DEVICES)), so no CUDA context is made on a busy one, and each busy GPU is listed in
+        RV(ansible_facts.gpufleet_torch.gpu_use) as skipped with its processes. A skip is never a failure; the
+        numeric expectations are judged where the checks ran.
+      - V(in_service) - no GPU time at all - versions, imports, pins, markers and health only; every GPU is listed as
+        skipped.
+      - V(full) - the numeric checks on every GPU; a busy GPU fails the module before the probe runs, naming the
+        processes (RV(busy_refused)).
+      - The numbers of smoke and kernel results are nvidia-smi's GPU indexes (the probe runs with
+        C(CUDA_DEVICE_ORDER=PCI_BUS_ID)).
+    type: str
+    choices: [auto, in_service, full]
+    default: auto
+  busy_memory_mib:
+    description:
+      - Memory in use (MiB) that makes a GPU busy when none of its processes is listed (a process of another
+        container is not listed, its memory is).
+    type: int
+    default: 2048
+  proof:
+    description:
+      - With O(link), keep the host's record of its last numeric pass per GPU and stack (the venv, torch, the driver,
+        the sgl_kernel build) beside the stable path (C(~/.ml-env.proof.json) for C(~/ml-env)), written atomically
+        when a GPU passed its numeric checks, never in check mode; and report how old each GPU's proof is in
+        RV(ansible_facts.gpufleet_torch.proof). Writing the record is not reported as a change.
     type: bool
     default: false
   markers:
@@ -377,6 +414,10 @@ link:
 probed:
   description: Whether the interpreter was run; V(false) only in check mode for a venv that does not exist yet.
   returned: always
+  type: bool
+busy_refused:
+  description: With O(mode=full), whether the module refused the host before any CUDA work because a GPU was busy.
+  returned: when it refused
   type: bool
 mismatches:
   description: 'Every failed check, as C(name: expected X, found Y); empty on success.'
@@ -645,6 +686,23 @@ ansible_facts:
           description: Content of each file of O(markers) by its name, V(null) when absent.
           type: dict
           sample: {"gpufleet-sgl_kernel.json": {"abi_key": "3f9c0a1b2c3d4e5f"}}
+        gpu_use:
+          description:
+            - What each GPU was doing and what this run did on it (O(mode)) - C(requested) (the mode), C(numeric)
+              (whether any numeric check ran), C(devices) (the GPUs they ran on, V(null) for whatever torch saw),
+              C(mask) (C(CUDA_VISIBLE_DEVICES) of the probe, or V(null)), C(visible), C(busy) (busy GPU indexes),
+              C(skipped) (C(gpu) and C(reason) per GPU left out), C(collectives_skip), C(refused), and C(gpus) (per GPU -
+              C(index), C(uuid), C(busy), C(reason), C(processes), C(memory_used_mib), C(utilization_pct)).
+          type: dict
+          sample: {requested: auto, numeric: false, devices: [], mask: "", busy: [0],
+                   skipped: [{gpu: 0, reason: "busy (pid 4242 python3 -m sglang.launch_server, 86.1 GiB)"}]}
+        proof:
+          description:
+            - With O(proof), the age of the last numeric pass per GPU under this stack - C(summary) (one sentence),
+              C(devices) (C(label), C(proven_at), C(age_hours), C(checks)), C(oldest_age_hours) (V(null) when a GPU was
+              never proven), C(never), C(stack), C(path), C(written), C(proven_now), C(error).
+          type: dict
+          sample: {summary: "kernels last proven 3.2 h ago under this stack", oldest_age_hours: 3.2, never: []}
         probe_seconds:
           description: Wall time of the probe run, interpreter start to exit.
           type: float
@@ -740,15 +798,16 @@ def keep_proof(module, params, link, facts, gpu_facts):
     found = proof.proven(facts, device_key)
     now = time.time()
     written = False
-    if found and not module.check_mode and error is None:
+    if found:
         record = proof.update(record, stack, found, now, params['mode'])
-        try:
-            proof.write(path, record)
-            written = True
-        except (IOError, OSError) as exc:
-            error = 'proof record %s not written: %s' % (path, exc)
+        if not module.check_mode and error is None:
+            try:
+                proof.write(path, record)
+                written = True
+            except (IOError, OSError) as exc:
+                error = 'proof record %s not written: %s' % (path, exc)
     expected = [(key_of(gpu), 'GPU %d' % gpu['index']) for gpu in gpus] if on_gpus else [('cpu', 'cpu')]
-    fresh = proof.freshness(record, stack, expected, now, proven_now=set(found) if written else ())
+    fresh = proof.freshness(record, stack, expected, now, proven_now=set(found))
     fresh.update(path=path, error=error, written=written, proven_now=sorted(found))
     facts['proof'] = fresh
     return proof.age_failure(fresh, params['expect'].get('max_kernel_proof_age_hours'))
@@ -871,11 +930,12 @@ def main():
     kernels = params['kernels'] or bool(params['expect']['kernels'])
 
     use = busy.plan(params['mode'], gpu_facts, params['environment'])
+    collectives_asked = params['collectives'] or params['expect']['min_allreduce_busbw_gbps'] is not None
     use['gpus'] = [dict(index=gpu['index'], uuid=gpu.get('uuid'), busy=gpu.get('busy', False),
                         reason=gpu.get('busy_reason'), processes=gpu.get('processes') or [],
                         **(gpu.get('usage') or {}))
                    for gpu in ((gpu_facts or {}).get('gpus') or [])]
-    if use['refused']:
+    if use['refused'] and (params['smoke'] or kernels or collectives_asked):
         message = use['refused']
         module.fail_json(msg=message, mismatches=[message], probed=False, busy_refused=True,
                          ansible_facts=dict(facts_out, gpufleet_torch=dict(python_executable=python, gpu_use=use)), **extra)
@@ -898,7 +958,6 @@ def main():
         packages=params['packages'],
         markers=params['markers'],
     )
-    collectives_asked = params['collectives'] or params['expect']['min_allreduce_busbw_gbps'] is not None
     if collectives_asked and not use['collectives_skip']:
         probe_params.update((name, params[name]) for name in (
             'collectives', 'collectives_backend', 'collectives_world_size', 'collectives_sizes_mib',

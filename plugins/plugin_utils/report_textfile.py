@@ -24,6 +24,8 @@ HOST_METRICS = (
     ("host_verification_timestamp_seconds", "When the last verification's report was made (Unix time)"),
     ("host_allreduce_busbw_gbps", "All-reduce bus bandwidth across the host's GPUs in GB/s, per message size"),
     ("host_allreduce_correct", "1 when every rank's all-reduce sum was exact"),
+    ("host_kernel_proof_age_seconds", "Age of the oldest GPU's last numeric pass under the host's stack (absent when a GPU has none)"),
+    ("host_kernel_proof_missing", "Number of GPUs never proven by a numeric pass under the host's stack"),
 )
 GPU_HEALTH = (
     ("gpu_pcie_link_gen", "pcie_gen_current", "PCIe generation of the link as trained"),
@@ -49,8 +51,9 @@ GPU_OTHER = (
     ("gpu_tflops", "Measured TFLOP/s of the GPU per data type (smoke test and GEMM kernel checks)"),
     ("gpu_throughput_ratio", "The GPU's lowest throughput relative to the fleet median of its model"),
     ("gpu_outlier", "1 when the GPU is an outlier among its siblings (throughput, link or clock)"),
+    ("gpu_busy", "1 when another program used the GPU, so the run left its numeric checks out"),
 )
-STATUSES = ("ok", "drift", "failed", "unreachable", "not_run", "unverified")
+STATUSES = ("ok", "drift", "failed", "busy", "unreachable", "not_run", "unverified")
 
 
 def _escape(value):
@@ -104,6 +107,11 @@ def render(report, hosts=None):
             add("host_allreduce_busbw_gbps", {"host": host, "size_mib": entry.get("size_mib")}, entry.get("busbw_gbps"))
         if allreduce.get("correct") is not None:
             add("host_allreduce_correct", {"host": host}, bool(allreduce["correct"]))
+        proof = row.get("proof") or {}
+        if proof.get("devices"):
+            age = proof.get("oldest_age_hours")
+            add("host_kernel_proof_age_seconds", {"host": host}, round(age * 3600, 1) if _number(age) else None)
+            add("host_kernel_proof_missing", {"host": host}, len(proof.get("never") or []))
         for gpu in row.get("gpus") or []:
             ids = {"host": host, "gpu": gpu.get("index")}
             add("gpu_info", dict(ids, name=gpu.get("name") or "", compute_capability=gpu.get("compute_capability") or ""), 1)
@@ -116,6 +124,8 @@ def render(report, hosts=None):
                 add("gpu_tflops", dict(ids, dtype=dtype), value)
             add("gpu_throughput_ratio", ids, gpu.get("ratio"))
             add("gpu_outlier", ids, bool(gpu.get("outliers")))
+            if "busy" in gpu:
+                add("gpu_busy", ids, bool(gpu.get("busy")))
 
     helps = dict((name, text) for name, text in HOST_METRICS + GPU_OTHER)
     helps.update((name, text) for name, dummy, text in GPU_HEALTH)
