@@ -73,60 +73,88 @@ def _label(gpu):
     return 'GPU %s' % gpu.get('index')
 
 
+def user_devices(value, gpus):
+    """The GPUs a CUDA_VISIBLE_DEVICES value names, in its order (indexes, UUIDs or unique UUID prefixes), or
+    None where it names something else (a MIG instance, an unknown id)."""
+    by_index = dict((str(gpu['index']), gpu) for gpu in gpus)
+    chosen = []
+    for part in str(value).split(','):
+        part = part.strip()
+        if not part:
+            continue
+        gpu = by_index.get(part)
+        if gpu is None:
+            found = [g for g in gpus if g.get('uuid') and g['uuid'].startswith(part) and part.startswith('GPU-')]
+            gpu = found[0] if len(found) == 1 else None
+        if gpu is None or gpu in chosen:
+            return None
+        chosen.append(gpu)
+    return chosen
+
+
+def _ids(chosen):
+    if all(gpu.get('uuid') for gpu in chosen):
+        return ','.join(gpu['uuid'] for gpu in chosen)
+    return ','.join(str(gpu['index']) for gpu in chosen)
+
+
 def plan(mode, gpu_facts, environment=None):
     """What this run may do on each GPU.
 
     Returns a dict: requested (the mode asked for), numeric (whether any numeric
     check runs), devices (the nvidia-smi indexes they run on; None: whatever
     torch sees, a host without nvidia-smi's GPUs), mask (CUDA_VISIBLE_DEVICES
-    for the probe, or None), refused (the message that refuses the host, full
-    on a busy GPU), visible (the nvidia-smi indexes the probe sees under the
-    mask, in torch's order), skipped ([{gpu, reason}] for every GPU left out) and
-    collectives_skip (why the all-reduce is left out, or None)."""
+    for the probe, or None: as the caller's environment has it), visible (the
+    nvidia-smi indexes the probe sees, in torch's order, where known), refused
+    (the message that refuses the host: full on a busy GPU), skipped ([{gpu,
+    reason}] for every GPU left out) and collectives_skip (why the all-reduce
+    is left out, or None). A CUDA_VISIBLE_DEVICES of the caller narrows the
+    GPUs to the ones it names; one that cannot be read (a MIG instance) leaves
+    all of them in play, so a busy GPU still counts."""
     if mode not in MODES:
         raise ValueError('mode: expected one of %s, found %r' % (', '.join(MODES), mode))
-    gpus = [gpu for gpu in (gpu_facts or {}).get('gpus') or []] if (gpu_facts or {}).get('present') else []
+    gpus = list((gpu_facts or {}).get('gpus') or []) if (gpu_facts or {}).get('present') else []
     out = dict(requested=mode, numeric=True, devices=None, mask=None, visible=None, refused=None, skipped=[],
                collectives_skip=None, busy=[gpu['index'] for gpu in gpus if gpu.get('busy')])
-    if 'CUDA_VISIBLE_DEVICES' in (environment or {}):
-        # the caller chose the devices: no mask of ours on top of it
-        gpus_seen = []
-    else:
-        gpus_seen = gpus
-    busy = [gpu for gpu in gpus_seen if gpu.get('busy')]
-    idle = [gpu for gpu in gpus_seen if not gpu.get('busy')]
+    seen, readable = gpus, True
+    if 'CUDA_VISIBLE_DEVICES' in (environment or {}) and gpus:
+        named = user_devices((environment or {})['CUDA_VISIBLE_DEVICES'], gpus)
+        if named is None:
+            readable = False
+        else:
+            seen = named
+            out['visible'] = [gpu['index'] for gpu in seen]
+    busy = [gpu for gpu in seen if gpu.get('busy')]
+    idle = [gpu for gpu in seen if not gpu.get('busy')]
     if mode == 'in_service':
         out['numeric'] = False
         out['devices'] = []
         out['collectives_skip'] = 'in_service run: no GPU time'
         out['skipped'] = [dict(gpu=gpu['index'], reason=gpu['busy_reason'] if gpu.get('busy')
-                               else 'in_service run: no GPU time') for gpu in gpus] or [
+                               else 'in_service run: no GPU time') for gpu in seen] or [
             dict(gpu='cpu', reason='in_service run: no numeric checks')]
-    elif mode == 'full':
-        if busy:
-            out['refused'] = ('full verification refused before any CUDA work: %s; drain the host first '
-                              '(gpufleet_drain_hook) or verify it in_service'
-                              % '; '.join('%s %s' % (_label(gpu), gpu['busy_reason']) for gpu in busy))
-            out['numeric'] = False
-            out['devices'] = []
-            out['skipped'] = [dict(gpu=gpu['index'], reason=gpu['busy_reason']) for gpu in busy]
-        elif gpus_seen:
-            out['devices'] = [gpu['index'] for gpu in gpus_seen]
+    elif busy and (mode == 'full' or not readable):
+        out['refused'] = ('full verification refused before any CUDA work: %s; drain the host first '
+                          '(gpufleet_drain_hook) or verify it in_service'
+                          % '; '.join('%s %s' % (_label(gpu), gpu['busy_reason']) for gpu in busy))
+        if mode != 'full':
+            # auto under a CUDA_VISIBLE_DEVICES that cannot be read: no numeric check, nothing refused
+            out['refused'] = None
+            out['collectives_skip'] = 'GPU %s busy' % ', '.join(str(gpu['index']) for gpu in busy)
+        out['numeric'] = False
+        out['devices'] = []
+        out['skipped'] = [dict(gpu=gpu['index'], reason=gpu['busy_reason']) for gpu in busy]
     else:
         out['skipped'] = [dict(gpu=gpu['index'], reason=gpu['busy_reason']) for gpu in busy]
-        if gpus_seen:
+        if seen:
             out['devices'] = [gpu['index'] for gpu in idle]
             out['numeric'] = bool(idle)
         if busy:
             out['collectives_skip'] = 'GPU %s busy' % ', '.join(str(gpu['index']) for gpu in busy)
-    if busy and mode != 'full' or (mode == 'in_service' and gpus_seen):
+    if readable and seen and (busy or mode == 'in_service'):
         # the probe sees the idle GPUs only: no CUDA context on a busy one
-        chosen = idle
-        out['visible'] = [gpu['index'] for gpu in chosen]
-        if all(gpu.get('uuid') for gpu in chosen):
-            out['mask'] = ','.join(gpu['uuid'] for gpu in chosen)
-        else:
-            out['mask'] = ','.join(str(gpu['index']) for gpu in chosen)
+        out['visible'] = [gpu['index'] for gpu in idle]
+        out['mask'] = _ids(idle)
     return out
 
 

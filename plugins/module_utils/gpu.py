@@ -213,16 +213,16 @@ def parse_compute_apps(out):
     for line in out.splitlines():
         if not line.strip():
             continue
-        fields = [field.strip() for field in line.split(',')]
-        if len(fields) < len(COMPUTE_APPS_FIELDS):
+        head = line.split(',', 2)
+        tail = head[2].rsplit(',', 1) if len(head) == 3 else []
+        if len(tail) != 2:
             raise NvidiaSmiParseError(line, 'expected %s' % ','.join(COMPUTE_APPS_FIELDS))
-        uuid, pid, used = fields[0], fields[1], _optional(fields[-1])
+        uuid, pid, name, used = head[0].strip(), head[1].strip(), tail[0].strip(), _optional(tail[1].strip())
         if not pid.isdigit():
             raise NvidiaSmiParseError(line, 'pid %r is not a number' % pid)
         if used is not None and not used.isdigit():
             raise NvidiaSmiParseError(line, 'used_memory %r is not a number of MiB' % used)
-        apps.append({'gpu_uuid': _optional(uuid), 'pid': int(pid),
-                     'process_name': _optional(', '.join(fields[2:-1])),
+        apps.append({'gpu_uuid': _optional(uuid), 'pid': int(pid), 'process_name': _optional(name),
                      'used_memory_mib': None if used is None else int(used)})
     return apps
 
@@ -269,18 +269,20 @@ def command_line(pid, proc='/proc', limit=120):
 
 
 def attach_processes(gpus, apps, own=(), proc='/proc'):
-    """Each GPU's compute processes (gpu['processes']), the probe's own left out."""
-    by_uuid = dict((gpu.get('uuid'), gpu) for gpu in gpus)
+    """Each GPU's compute processes (gpu['processes']), the probe's own left out.
+    A process whose GPU has no usable uuid is put on every GPU without one (it
+    may be on any of them)."""
+    by_uuid = dict((gpu['uuid'], gpu) for gpu in gpus if gpu.get('uuid'))
+    unknown = [gpu for gpu in gpus if not gpu.get('uuid')]
     for gpu in gpus:
         gpu['processes'] = []
     for app in apps:
-        gpu = by_uuid.get(app['gpu_uuid'])
-        if gpu is None and len(gpus) == 1:
-            # a MIG-less answer without a usable uuid on a one-GPU host
-            gpu = gpus[0]
-        if gpu is None or app['pid'] in own:
+        if app['pid'] in own:
             continue
-        gpu['processes'].append(dict(app, command=command_line(app['pid'], proc)))
+        found = by_uuid.get(app['gpu_uuid'])
+        targets = [found] if found is not None else (gpus if len(gpus) == 1 else unknown)
+        for gpu in targets:
+            gpu['processes'].append(dict(app, command=command_line(app['pid'], proc)))
     return gpus
 
 

@@ -68,8 +68,9 @@ def load(path):
     return record, None
 
 
-def proven(facts, device_key):
-    """{device key: {'index', 'checks'}} for every device whose numeric checks ran and none failed.
+def proven(facts, device_key, smoke_tolerance=None):
+    """{device key: {'index', 'checks'}} for every device whose numeric checks ran and none failed (a smoke
+    result over smoke_tolerance fails as torch_verify fails it).
 
     device_key(torch_device) -> (key, nvidia-smi index or 'cpu'), or None to leave it out."""
     ran, failed = {}, set()
@@ -77,7 +78,8 @@ def proven(facts, device_key):
         found = device_key(entry.get('device'))
         if found is None:
             continue
-        if entry.get('nonfinite') or entry.get('relative_error') is None:
+        error = entry.get('relative_error')
+        if entry.get('nonfinite') or error is None or (smoke_tolerance is not None and error > smoke_tolerance):
             failed.add(found[0])
         else:
             ran.setdefault(found, []).append('smoke.%s' % entry.get('dtype'))
@@ -135,14 +137,16 @@ def write(path, record):
 def format_age(seconds):
     """3 min, 3.2 h, 30 h, 4 d."""
     seconds = max(0.0, seconds)
-    if seconds < 3600:
-        return '%d min' % max(1, round(seconds / 60.0)) if seconds >= 60 else '%d s' % round(seconds)
+    if seconds < 60:
+        return '%d s' % int(seconds + 0.5)
+    if int(seconds / 60.0 + 0.5) < 60:
+        return '%d min' % int(seconds / 60.0 + 0.5)
     hours = seconds / 3600.0
     if hours < 10:
         return '%.1f h' % hours
     if hours < 48:
-        return '%d h' % round(hours)
-    return '%d d' % round(hours / 24.0)
+        return '%d h' % int(hours + 0.5)
+    return '%d d' % int(hours / 24.0 + 0.5)
 
 
 def freshness(record, stack, expected, now=None, proven_now=()):

@@ -795,7 +795,7 @@ def keep_proof(module, params, link, facts, gpu_facts):
     record, error = proof.load(path)
     stack = proof.stack_of(link['target'], facts, (gpu_facts or {}).get('driver_version'))
     # a device with any failed numeric check, or a failed all-reduce, proves nothing
-    found = proof.proven(facts, device_key)
+    found = proof.proven(facts, device_key, params['smoke_tolerance'])
     now = time.time()
     written = False
     if found:
@@ -871,7 +871,7 @@ def main():
     if params['proof'] and not params['link']:
         module.fail_json(msg='proof: needs link (the record is kept beside the stable path)', probed=False)
     gpu_facts = None
-    if params['gpu'] or numeric_asked or params['mode'] != 'auto':
+    if params['gpu'] or numeric_asked or params['proof'] or params['mode'] != 'auto':
         # what each GPU is doing is read before any CUDA work: a busy GPU is never disturbed
         gpu_facts = gather(module, processes=True)[0]
         busy.judge(gpu_facts, params['busy_memory_mib'])
@@ -935,7 +935,10 @@ def main():
                         reason=gpu.get('busy_reason'), processes=gpu.get('processes') or [],
                         **(gpu.get('usage') or {}))
                    for gpu in ((gpu_facts or {}).get('gpus') or [])]
-    if use['refused'] and (params['smoke'] or kernels or collectives_asked):
+    if use['refused'] and not (params['smoke'] or kernels or collectives_asked):
+        # nothing numeric was asked for: nothing to refuse
+        use['refused'] = None
+    if use['refused']:
         message = use['refused']
         module.fail_json(msg=message, mismatches=[message], probed=False, busy_refused=True,
                          ansible_facts=dict(facts_out, gpufleet_torch=dict(python_executable=python, gpu_use=use)), **extra)
@@ -990,7 +993,7 @@ def main():
             entry['device'] = busy.torch_to_smi(use, entry.get('device'))
         for device in facts.get('devices') or []:
             device['index'] = busy.torch_to_smi(use, device.get('index'))
-    if collectives_asked and use['collectives_skip']:
+    if collectives_asked and (use['collectives_skip'] or not use['numeric']):
         facts['collectives'] = dict(status='skipped', reason=use['collectives_skip'], backend=params['collectives_backend'],
                                     world_size=None, correct=None, results=[])
     facts['gpu_use'] = use

@@ -110,7 +110,7 @@ def serving_errors(values):
     if _number(memory, 0, int) < 1:
         errors.append("gpufleet_busy_memory_mib must be a number of MiB > 0 (got %s)" % _show(memory))
     wait = values.get("gpufleet_drain_wait_seconds", 600)
-    if not _DIGITS_RE.match(_show(wait)):
+    if isinstance(wait, bool) or _number(wait, -1.0) < 0:
         errors.append("gpufleet_drain_wait_seconds must be a number of seconds >= 0 (got %s)" % _show(wait))
     errors += hook_errors(values.get("gpufleet_drain_hook"), "gpufleet_drain_hook")
     errors += hook_errors(values.get("gpufleet_return_hook"), "gpufleet_return_hook")

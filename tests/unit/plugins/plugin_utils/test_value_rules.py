@@ -98,3 +98,106 @@ def test_each_verify_rule(name, value, message):
 @pytest.mark.parametrize("serial, max_fail", [(2, 0), ("25%", 100), ([1, 5, "100%"], "30"), ("1", 0)])
 def test_valid_play_keywords_pass(serial, max_fail):
     assert fleet_validate(dict(FLEET, gpufleet_serial=serial, gpufleet_max_fail_percentage=max_fail)) == []
+
+
+# --- the serving fleet's inputs: busy threshold, drain and return hooks, the wait after a drain ---------------
+
+HOOK_FORMS = ("must be a command as a list of strings (argv, run without a shell), the path of a task file ending "
+              "in .yml or .yaml, or [] for none")
+
+
+@pytest.mark.parametrize("name", ["gpufleet_drain_hook", "gpufleet_return_hook"])
+@pytest.mark.parametrize("value, got", [
+    ("scontrol update nodename=gpu01 state=drain reason=verify",
+     "(got the string 'scontrol update nodename=gpu01 state=drain reason=verify': a command must be a list of strings)"),
+    ("  ", "(got the string '  ': a command must be a list of strings)"),
+    (["scontrol", 5], '(got ["scontrol", 5])'),
+    (["scontrol", ""], '(got ["scontrol", ""])'),
+    (["scontrol", "  "], '(got ["scontrol", "  "])'),
+    ([None], "(got [null])"),
+    ({"argv": ["scontrol"]}, '(got {"argv": ["scontrol"]})'),
+    (5, "(got 5)"),
+])
+def test_a_hook_that_is_not_a_command_list_or_a_task_file_is_refused(name, value, got):
+    assert fleet_validate(dict(FLEET, **{name: value})) == ["%s %s %s" % (name, HOOK_FORMS, got)]
+
+
+@pytest.mark.parametrize("suffix", [".yml", ".yaml"])
+def test_a_hook_task_file_that_does_not_exist_is_refused_naming_the_path(tmp_path, suffix):
+    path = str(tmp_path / ("drain" + suffix))
+    assert fleet_validate(dict(FLEET, gpufleet_drain_hook=path)) == [
+        "gpufleet_drain_hook: the task file %s does not exist on the controller" % path]
+
+
+def test_a_hook_task_file_that_is_a_directory_is_refused(tmp_path):
+    (tmp_path / "hooks.yml").mkdir()
+    assert fleet_validate(dict(FLEET, gpufleet_return_hook=str(tmp_path / "hooks.yml"))) == [
+        "gpufleet_return_hook: the task file %s does not exist on the controller" % (tmp_path / "hooks.yml")]
+
+
+@pytest.mark.parametrize("value", [
+    [], None, "",
+    ["scontrol", "update", "nodename={{ inventory_hostname }}", "state=drain", "reason={{ fleet_hook_reason }}"],
+    ["/usr/local/bin/drain"],
+])
+def test_a_hook_that_is_none_or_a_command_list_passes(value):
+    assert fleet_validate(dict(FLEET, gpufleet_drain_hook=value, gpufleet_return_hook=value)) == []
+
+
+def test_an_existing_task_file_passes(tmp_path):
+    (tmp_path / "drain.yml").write_text("- ansible.builtin.debug: {msg: drain}\n")
+    (tmp_path / "return.yaml").write_text("[]\n")
+    assert fleet_validate(dict(FLEET, gpufleet_drain_hook=str(tmp_path / "drain.yml"),
+                               gpufleet_return_hook=str(tmp_path / "return.yaml"))) == []
+
+
+def test_a_task_file_under_home_is_looked_up_there(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert fleet_validate(dict(FLEET, gpufleet_drain_hook="~/absent.yml")) == [
+        "gpufleet_drain_hook: the task file ~/absent.yml does not exist on the controller"]
+    (tmp_path / "drain.yml").write_text("[]\n")
+    assert fleet_validate(dict(FLEET, gpufleet_drain_hook="~/drain.yml")) == []
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("gpufleet_busy_memory_mib", 0, "gpufleet_busy_memory_mib must be a number of MiB > 0 (got 0)"),
+    ("gpufleet_busy_memory_mib", -5, "gpufleet_busy_memory_mib must be a number of MiB > 0 (got -5)"),
+    ("gpufleet_busy_memory_mib", "0", "gpufleet_busy_memory_mib must be a number of MiB > 0 (got 0)"),
+    ("gpufleet_drain_wait_seconds", -1, "gpufleet_drain_wait_seconds must be a number of seconds >= 0 (got -1)"),
+    ("gpufleet_drain_wait_seconds", "soon", "gpufleet_drain_wait_seconds must be a number of seconds >= 0 (got soon)"),
+    ("gpufleet_expect", {"max_kernel_proof_age_hours": -1},
+     "gpufleet_expect.max_kernel_proof_age_hours must be a number >= 0 (got -1)"),
+    ("gpufleet_expect", {"max_kernel_proof_age_hours": "a day"},
+     "gpufleet_expect.max_kernel_proof_age_hours must be a number >= 0 (got 'a day')"),
+    ("gpufleet_rollback_expect", {"max_kernel_proof_age_hours": -0.5},
+     "gpufleet_rollback_expect.max_kernel_proof_age_hours must be a number >= 0 (got -0.5)"),
+])
+def test_each_serving_rule_names_the_variable_and_the_value(name, value, message):
+    assert fleet_validate(dict(FLEET, **{name: value})) == [message]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("gpufleet_busy_memory_mib", 1), ("gpufleet_busy_memory_mib", "4096"), ("gpufleet_drain_wait_seconds", 0),
+    ("gpufleet_drain_wait_seconds", "600"), ("gpufleet_expect", {"max_kernel_proof_age_hours": 0}),
+    ("gpufleet_expect", {"max_kernel_proof_age_hours": 24.5}),
+])
+def test_good_serving_values_pass(name, value):
+    assert fleet_validate(dict(FLEET, **{name: value})) == []
+
+
+def test_the_serving_messages_follow_the_others_in_order():
+    errors = fleet_validate(dict(FLEET, gpufleet_busy_memory_mib=0, gpufleet_drain_wait_seconds=-1,
+                                 gpufleet_drain_hook="drain now", gpufleet_return_hook=[1],
+                                 gpufleet_expect={"max_kernel_proof_age_hours": -1}))
+    assert [error.split(" ")[0].rstrip(":") for error in errors] == [
+        "gpufleet_busy_memory_mib", "gpufleet_drain_wait_seconds", "gpufleet_drain_hook", "gpufleet_return_hook",
+        "gpufleet_expect.max_kernel_proof_age_hours"]
+
+
+@pytest.mark.parametrize("value, message", [
+    (0, "verify_busy_memory_mib (gpufleet_busy_memory_mib) must be a number of MiB > 0 (got 0)"),
+    (-5, "verify_busy_memory_mib (gpufleet_busy_memory_mib) must be a number of MiB > 0 (got -5)"),
+])
+def test_the_verify_roles_busy_threshold(value, message):
+    assert verify_main(dict(VERIFY, verify_busy_memory_mib=value)) == [message]
+    assert verify_main(dict(VERIFY, verify_busy_memory_mib=1)) == []
