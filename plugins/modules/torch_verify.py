@@ -316,8 +316,9 @@ options:
         skipped.
       - V(full) - the numeric checks on every GPU; a busy GPU fails the module before the probe runs, naming the
         processes (RV(busy_refused)).
-      - The numbers of smoke and kernel results are nvidia-smi's GPU indexes (the probe runs with
-        C(CUDA_DEVICE_ORDER=PCI_BUS_ID)).
+      - The numbers of smoke and kernel results are nvidia-smi's GPU indexes (the probe sets
+        C(CUDA_DEVICE_ORDER=PCI_BUS_ID) unless the environment sets it, and its device numbers under the mask are
+        mapped back).
     type: str
     choices: [auto, in_service, full]
     default: auto
@@ -971,9 +972,6 @@ def main():
     if use['mask'] is not None:
         # the probe sees the idle GPUs only, in nvidia-smi's order
         environ['CUDA_VISIBLE_DEVICES'] = use['mask']
-    if (gpu_facts or {}).get('present'):
-        # torch numbers the GPUs as nvidia-smi does (the report matches them by index)
-        environ.setdefault('CUDA_DEVICE_ORDER', 'PCI_BUS_ID')
 
     started = time.time()
     rc, out, err = module.run_command(argv, environ_update=environ, errors='replace')

@@ -282,8 +282,21 @@ def test_drift_on_one_host_is_flagged_and_exits_non_zero(fleet):
 SLURM_HOOKS = {
     "gpufleet_drain_hook": ["scontrol", "update", "nodename={{ inventory_hostname }}", "state=drain",
                             "reason={{ fleet_hook_reason }}"],
-    "gpufleet_return_hook": ["scontrol", "update", "nodename={{ inventory_hostname }}", "state=resume"],
+    # undrain, not resume: it succeeds on a node someone already put back
+    "gpufleet_return_hook": ["scontrol", "update", "nodename={{ inventory_hostname }}", "state=undrain"],
 }
+
+
+def wait_for_slurm_state(inv, host, state, seconds=20):
+    """slurm_node(host) once its state is STATE (a resumed node reads IDLE+NOT_RESPONDING until slurmctld's next ping)."""
+    from serving_helpers import slurm_node
+
+    deadline = time.monotonic() + seconds
+    while True:
+        node = slurm_node(inv, host)
+        if node["state"] == state or time.monotonic() > deadline:
+            return node
+        time.sleep(0.5)
 
 
 def test_slurm_drains_the_failed_node_with_its_reason_and_resumes_it_after_a_pass(fleet):
@@ -312,7 +325,8 @@ def test_slurm_drains_the_failed_node_with_its_reason_and_resumes_it_after_a_pas
     # fixed by hand: the next verification passes and resumes the node gpufleet drained
     rc, out, stats = play(fleet, VERIFY, extra=SLURM_HOOKS)
     assert rc == 0, out[-4000:]
-    assert slurm_node(inv, "sbx2")["state"] == "IDLE"
+    node = wait_for_slurm_state(inv, "sbx2", "IDLE")
+    assert node["state"] == "IDLE" and node["reason"] is None, node["output"]
     serving = rows(fleet)["sbx2"]["serving"]
     assert serving["returned"] and serving["actions"] == ["return"], serving
     # a host gpufleet never drained is never resumed
