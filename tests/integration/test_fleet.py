@@ -314,7 +314,7 @@ def test_slurm_drains_the_failed_node_with_its_reason_and_resumes_it_after_a_pas
         rc, out, stats = play(fleet, VERIFY, extra=SLURM_HOOKS)
         assert rc != 0 and stats["sbx2"]["failed"] == 1, out[-4000:]
         node = slurm_node(inv, "sbx2")
-        assert "DRAIN" in node["state"], node["output"]
+        assert "DRAIN" in node["state"], node["output"] + out[-6000:]
         assert node["reason"].startswith("gpufleet: torch_version: expected 2.13.0+cpu, found 2.13.1+cpu"), node
         assert [slurm_node(inv, h)["state"] for h in ("sbx1", "sbx3")] == ["IDLE", "IDLE"]
         r = rows(fleet)
