@@ -69,9 +69,8 @@ def host_shell(inventory, host, script, become=True):
     """A shell script on HOST that must exit 0; its stdout."""
     result = host_module(inventory, host, "ansible.builtin.shell", {"cmd": script}, become)
     assert result.get("rc") == 0 and not result.get("failed"), (
-        "on %s: %s\nrc %s\nstdout: %s\nstderr: %s\n%s" % (result["host"], script, result.get("rc"),
-                                                        result.get("stdout"), result.get("stderr"),
-                                                        result.get("msg", "")))
+        "on %s: %s\nrc %s\nstdout: %s\nstderr: %s\n%s"
+        % (result["host"], script, result.get("rc"), result.get("stdout"), result.get("stderr"), result.get("msg", "")))
     return result["stdout"]
 
 
