@@ -116,3 +116,15 @@ def run_case(main, case, monkeypatch, command_matcher=None):
     for text in case.get('msg_contains', []):
         assert text in result.get('msg', ''), 'msg: expected to contain %r, found %r' % (text, result.get('msg'))
     return result, seen
+
+
+def probe_command(args):
+    """A command matcher for torch_verify's probe run: the probe source is long; check it is the
+    module_utils probe and show it as <probe>, with its JSON parameters parsed."""
+    from ansible_collections.gpufleet.inference.plugins.module_utils.verify import probe_source
+
+    if '-c' not in args:
+        return list(args)
+    index = args.index('-c') + 1
+    assert args[index] == probe_source()
+    return list(args[:index]) + ['<probe>'] + [json.loads(arg) for arg in args[index + 1:]]

@@ -16,23 +16,14 @@ import time
 import pytest
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import busy, gpu, proof
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import probe_source
 from ansible_collections.gpufleet.inference.plugins.modules import gpu_facts, torch_verify
 from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import (
-    fixture_text, load_cases, run_case)
+    fixture_text, load_cases, probe_command, run_case)
 
 CMDLINES = {4242: 'python3 -m sglang.launch_server --model-path /models/llama'}
 MODULES = {'gpu_facts': gpu_facts.main, 'torch_verify': torch_verify.main}
 UUID0 = 'GPU-5c3f2a1e-8d4b-7e6f-9a0b-1c2d3e4f5a6b'
 UUID1 = 'GPU-7d1e0b9a-2c3d-4e5f-8a9b-0c1d2e3f4a5b'
-
-
-def probe_command(args):
-    if '-c' not in args:
-        return list(args)
-    index = args.index('-c') + 1
-    assert args[index] == probe_source()
-    return list(args[:index]) + ['<probe>'] + [json.loads(arg) for arg in args[index + 1:]]
 
 
 def probe_params(calls):

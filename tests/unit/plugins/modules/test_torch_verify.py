@@ -9,18 +9,10 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import gpu
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import probe_source
 from ansible_collections.gpufleet.inference.plugins.modules import torch_verify
-from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import load_cases, run_case
+from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import load_cases, probe_command, run_case
 
 
-def probe_command(args):
-    """The probe source is long: check it is the module_utils probe, show it as <probe>."""
-    if '-c' not in args:
-        return list(args)
-    index = args.index('-c') + 1
-    assert args[index] == probe_source()
-    return list(args[:index]) + ['<probe>'] + [json.loads(arg) for arg in args[index + 1:]]
 
 
 @load_cases('test_torch_verify.yaml')
