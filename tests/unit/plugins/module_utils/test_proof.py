@@ -174,8 +174,9 @@ def test_load_a_directory_says_why(tmp_path):
 
 # --- freshness and expiry ------------------------------------------------------------------------------------
 
-def record_with(ages_hours, stack=STACK):
-    """A record under stack with each UUID proven ages_hours[uuid] hours before NOW."""
+def record_with(ages_hours, stack=None):
+    """A record under stack (STACK by default) with each UUID proven ages_hours[uuid] hours before NOW."""
+    stack = STACK if stack is None else stack
     record = {'version': 1, 'stacks': {}}
     for uuid, age in ages_hours.items():
         record = proof.update(record, stack, {uuid: dict(index=UUIDS.index(uuid), checks=['smoke.bfloat16'])},

@@ -114,9 +114,8 @@ def _samples(text):
 
 def test_the_metrics_say_busy_gpus_the_proofs_age_and_the_busy_status():
     busy = fleet_record({"verify_result": dict(VERIFIED, passed=False, busy_refused=True, fail_message="refused")}, "ok")
-    report = rep.build_report(run("verify", gpu01=busy_entry(), gpu02=busy_entry(busy=(), never=("GPU 0",), oldest=None,
-                                                                                   proof_summary="never proven"),
-                                  gpu03=busy), now=NOW)
+    never = busy_entry(busy=(), never=("GPU 0",), oldest=None, proof_summary="never proven")
+    report = rep.build_report(run("verify", gpu01=busy_entry(), gpu02=never, gpu03=busy), now=NOW)
     samples = _samples(textfile.render(report))
     busy_gpus = dict(((labels["host"], labels["gpu"]), value) for labels, value in samples["gpufleet_gpu_busy"])
     assert busy_gpus == {("gpu01", "0"): 0, ("gpu01", "1"): 1, ("gpu02", "0"): 0, ("gpu02", "1"): 0}
