@@ -11,6 +11,7 @@ From a checkout (the controller venv of `make bootstrap`):
 
     .venv/bin/python tools/fleet_verify.py -i inventories/cluster
     .venv/bin/python tools/fleet_verify.py -i inventories/sandbox --limit sbx1 --no-smoke
+    .venv/bin/python tools/fleet_verify.py -i inventories/cluster --mode in_service   # a serving fleet, no GPU time
 
 From an installed collection (ansible-galaxy collection install), with the
 Python that has ansible-core and ansible-runner:
@@ -18,7 +19,7 @@ Python that has ansible-core and ansible-runner:
     cd ~/fleet && python ~/.ansible/collections/ansible_collections/gpufleet/inference/tools/fleet_verify.py -i inventory
 
 Exit status: 0 every host verified and unchanged; 1 a host failed, drifted,
-was unreachable or was not run; 2 the run itself broke (bad inventory, no
+was busy in a full run, was unreachable or was not run; 2 the run itself broke (bad inventory, no
 report written).
 """
 
@@ -106,6 +107,10 @@ def parse_args(argv):
                    help="where the fleet report, its history and the lock baselines go; relative to the "
                         "working directory (default: %(default)s)")
     p.add_argument("--no-smoke", action="store_true", help="skip the GPU smoke test (gpufleet_verify_smoke=false)")
+    p.add_argument("--mode", choices=("auto", "in_service", "full"),
+                   help="how deep (gpufleet_verify_mode): auto runs the numeric checks on idle GPUs only, in_service "
+                        "spends no GPU time, full runs them on every GPU and refuses a busy host (default: the "
+                        "inventory's, else auto)")
     p.add_argument("--forks", type=int, default=0, help="parallel hosts (default: ansible.cfg)")
     p.add_argument("--check", action="store_true", help="run under --check (verify.yml is read-only either way)")
     p.add_argument("--json", action="store_true", help="print the report's JSON summary instead of the table")
@@ -127,6 +132,8 @@ def extra_vars(args):
     out["gpufleet_report_dir"] = os.path.abspath(args.report_dir)
     if args.no_smoke:
         out["gpufleet_verify_smoke"] = False
+    if args.mode:
+        out["gpufleet_verify_mode"] = args.mode
     return out
 
 
