@@ -13,8 +13,6 @@ from ansible_collections.gpufleet.inference.plugins.modules import torch_verify
 from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import load_cases, probe_command, run_case
 
 
-
-
 @load_cases('test_torch_verify.yaml')
 def test_torch_verify(case, monkeypatch):
     monkeypatch.setattr(torch_verify, 'is_executable', lambda path: case.get('python_exists', True))
