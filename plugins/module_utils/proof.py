@@ -68,6 +68,12 @@ def load(path):
     return record, None
 
 
+def replaceable(path):
+    """Whether a record that could not be used may be written over: it is absent, or readable but not a record
+    (a cut or hand-edited file); not one the module cannot read (its permissions are the operator's)."""
+    return not os.path.exists(path) or os.access(path, os.R_OK)
+
+
 def proven(facts, device_key, smoke_tolerance=None):
     """{device key: {'index', 'checks'}} for every device whose numeric checks ran and none failed (a smoke
     result over smoke_tolerance fails as torch_verify fails it).

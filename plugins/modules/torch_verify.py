@@ -801,7 +801,8 @@ def keep_proof(module, params, link, facts, gpu_facts):
     written = False
     if found:
         record = proof.update(record, stack, found, now, params['mode'])
-        if not module.check_mode and error is None:
+        # a record that is not one (cut, edited by hand) is written anew; the error still says what was found
+        if not module.check_mode and (error is None or proof.replaceable(path)):
             try:
                 proof.write(path, record)
                 written = True

@@ -275,3 +275,13 @@ def test_the_record_is_plain_json(tmp_path):
     with open(path) as handle:
         data = json.load(handle)
     assert data['version'] == 1 and list(data['stacks'].values())[0]['devices'][UUIDS[0]]['mode'] == 'full'
+
+
+def test_replaceable_is_absent_or_readable_never_unreadable(tmp_path, monkeypatch):
+    path = str(tmp_path / '.ml-env.proof.json')
+    assert proof.replaceable(path)  # absent
+    with open(path, 'w') as handle:
+        handle.write('not json')
+    assert proof.replaceable(path)  # readable, not a record
+    monkeypatch.setattr(proof.os, 'access', lambda name, mode: False)
+    assert not proof.replaceable(path)  # the module cannot read it: the operator's

@@ -235,7 +235,7 @@ def test_a_busy_gpu_never_proven_under_this_stack_fails_the_age(tmp_path, monkey
     assert result['ansible_facts']['gpufleet_torch']['proof']['summary'] == 'never proven under this stack on GPU 0'
 
 
-def test_a_corrupt_record_is_said_and_not_overwritten(tmp_path, monkeypatch):
+def test_a_corrupt_record_is_said_and_written_anew(tmp_path, monkeypatch):
     link, venv, path = venv_link(tmp_path)
     with open(path, 'w') as handle:
         handle.write('{"stacks": ')
@@ -243,6 +243,19 @@ def test_a_corrupt_record_is_said_and_not_overwritten(tmp_path, monkeypatch):
                 run_command_calls=one_h200(fixture_text('probe-h200-smoke.json').decode('utf-8')))
     result, calls = run_case(torch_verify.main, case, monkeypatch)
     facts = result['ansible_facts']['gpufleet_torch']['proof']
-    assert facts['error'].startswith('proof record %s not read: ' % path) and facts['written'] is False
+    assert facts['error'].startswith('proof record %s not read: ' % path) and facts['written'] is True
+    record, error = proof.load(path)
+    assert error is None and list(record['stacks'].values())[0]['devices'][UUID0]['checks']
+
+
+def test_a_record_the_module_cannot_read_is_left_alone(tmp_path, monkeypatch):
+    link, venv, path = venv_link(tmp_path)
+    with open(path, 'w') as handle:
+        handle.write('{"stacks": ')
+    monkeypatch.setattr(proof, 'replaceable', lambda name: False)  # as a file of another owner, mode 0600
+    case = dict(input=dict(link=link, proof=True, smoke=True), bin_paths={'nvidia-smi': '/usr/bin/nvidia-smi'},
+                run_command_calls=one_h200(fixture_text('probe-h200-smoke.json').decode('utf-8')))
+    result, calls = run_case(torch_verify.main, case, monkeypatch)
+    assert result['ansible_facts']['gpufleet_torch']['proof']['written'] is False
     with open(path) as handle:
         assert handle.read() == '{"stacks": '
