@@ -861,8 +861,8 @@ def main():
     if health_expected and not params['gpu']:
         module.fail_json(msg='expect.%s: needs gpu=true (the GPUs\' health is read with them)' % health_expected[0],
                          probed=False)
-    numeric_asked = bool(params['smoke'] or params['kernels'] or params['expect']['kernels'] or params['collectives']
-                         or params['expect']['min_allreduce_busbw_gbps'] is not None)
+    collectives_asked = params['collectives'] or params['expect']['min_allreduce_busbw_gbps'] is not None
+    numeric_asked = bool(params['smoke'] or params['kernels'] or params['expect']['kernels'] or collectives_asked)
     if params['busy_memory_mib'] < 1:
         module.fail_json(msg='busy_memory_mib: expected a positive number of MiB, found %d' % params['busy_memory_mib'],
                          probed=False)
@@ -932,12 +932,11 @@ def main():
     kernels = params['kernels'] or bool(params['expect']['kernels'])
 
     use = busy.plan(params['mode'], gpu_facts, params['environment'])
-    collectives_asked = params['collectives'] or params['expect']['min_allreduce_busbw_gbps'] is not None
     use['gpus'] = [dict(index=gpu['index'], uuid=gpu.get('uuid'), busy=gpu.get('busy', False),
                         reason=gpu.get('busy_reason'), processes=gpu.get('processes') or [],
                         **(gpu.get('usage') or {}))
                    for gpu in ((gpu_facts or {}).get('gpus') or [])]
-    if use['refused'] and not (params['smoke'] or kernels or collectives_asked):
+    if use['refused'] and not numeric_asked:
         # nothing numeric was asked for: nothing to refuse
         use['refused'] = None
     if use['refused']:
