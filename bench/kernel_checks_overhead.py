@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What the kernel checks add to torch_verify on a GPU host.
 
-A (kernels): the probe torch_verify sends (verify.probe_argv), with the smoke
+A (kernels): the probe torch_verify sends (expectations.probe_argv), with the smoke
 test and the kernel checks (torch FP8/NVFP4 GEMMs, the sgl_kernel and
 flashinfer sets) on a warm flashinfer JIT cache.
 B (smoke only): the same probe with today's smoke test alone (bf16/fp16).
@@ -25,7 +25,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, '.collections'))
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import parse_probe_output, probe_argv  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import parse_probe_output, probe_argv  # noqa: E402
 
 
 def run(python, params, env):

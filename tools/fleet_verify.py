@@ -104,7 +104,7 @@ def parse_args(argv):
     p.add_argument("-e", "--extra-vars", action="append", default=[],
                    help="extra variables: key=value or a JSON object (repeatable)")
     p.add_argument("--report-dir", default="reports",
-                   help="where the fleet report, its history and the lock baselines go; relative to the "
+                   help="where the fleet report, its history and the freeze baselines go; relative to the "
                         "working directory (default: %(default)s)")
     p.add_argument("--no-smoke", action="store_true", help="skip the GPU smoke test (gpufleet_verify_smoke=false)")
     p.add_argument("--mode", choices=("auto", "in_service", "full"),

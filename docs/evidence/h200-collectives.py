@@ -2,7 +2,7 @@
 """Evidence for the all-reduce check (module_utils collectives) on the
 single-GPU H200 test machine, with its own torch (python3 = torch 2.11.0+cu130):
 
-1. torch_verify's probe (verify.probe_argv, the program the module sends)
+1. torch_verify's probe (expectations.probe_argv, the program the module sends)
    with collectives on, NCCL: the host has 1 GPU, so the check is skipped
    with the reason "1 GPU"; judged as torch_verify judges it, without an
    expectation (no mismatch: a skip is not a failure by itself) and with
@@ -26,7 +26,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, '.collections'))
 from ansible_collections.gpufleet.inference.plugins.module_utils import collectives  # noqa: E402
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (  # noqa: E402
     check_collectives, check_expectations, parse_probe_output, probe_argv)
 
 out = os.environ['OUT']

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """One verification of the machine's torch with torch_verify's own probe
-(verify.probe_argv: the program the module sends) and its own judging
+(expectations.probe_argv: the program the module sends) and its own judging
 (check_health, check_kernels, check_expectations), written as JSON and as a
 table. Used by h200-kernel-checks.sh, once per build of the fixture.
 
@@ -15,7 +15,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, '.collections'))
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (  # noqa: E402
     check_expectations, check_health, check_kernels, parse_probe_output, probe_argv)
 
 label, out_json = sys.argv[1], sys.argv[2]

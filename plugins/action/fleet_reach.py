@@ -33,11 +33,11 @@ and a set_fact: two workers per host, now one.
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.inference.plugins.filter.deploy_key import deploy_key
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.keys import KeyInputError, deploy_key
 
 MODULE = "gpufleet.inference.venv_link_info"
 # The tags of deploy.yml's chain: its stages, the roles' own <role>_<phase>
@@ -126,7 +126,10 @@ class ActionModule(ActionBase):
         key = ""
         if mode == "deploy" and not lost:
             host = task_vars.get("inventory_hostname")
-            key = deploy_key(task_vars["hostvars"][host], args["root"])
+            try:
+                key = deploy_key(task_vars["hostvars"][host], args["root"])
+            except KeyInputError as exc:
+                raise AnsibleActionFail(str(exc)) from exc
         whole = whole_run(task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"))
         record, stage, fast = choose(dict(res, unreachable=lost), mode, key,
                                      whole and not _flag(args["full_run"]), args["first_stage"])

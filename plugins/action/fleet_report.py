@@ -4,7 +4,7 @@
 """Action plugin gpufleet.inference.fleet_report: the fleet report of one run, on the controller.
 
 Reads every play host's result and stage from hostvars, compares them with the
-previous report and the deploy-time locks (plugin_utils fleet_report), writes
+previous report and the deploy-time venv freezes (plugin_utils fleet_report), writes
 the JSON, Markdown, HTML and Prometheus files, and returns what changed. It
 never touches a host: no connection, no module, no file transfer.
 """
@@ -22,7 +22,7 @@ from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_record im
 
 ARGUMENT_SPEC = {
     "out_dir": {"type": "path", "required": True},
-    "lock_dir": {"type": "path"},
+    "freeze_dir": {"type": "path"},
     "mode": {"type": "str", "required": True, "choices": ["deploy", "verify", "rollback"]},
     "hosts": {"type": "list", "elements": "str"},
     "result_var": {"type": "str", "default": "gpufleet_result"},
@@ -132,11 +132,11 @@ class ActionModule(ActionBase):
         if not writes:
             # nothing written, but each host's end of the run is still the
             # report's to say (finish.yml reads it under --check too)
-            result.update(skipped=True, changed=False, finish=fleet_report.finish_unwritten(run, out_dir, args["lock_dir"]),
+            result.update(skipped=True, changed=False, finish=fleet_report.finish_unwritten(run, out_dir, args["freeze_dir"]),
                           msg="check mode: the fleet report is written under --check only with in_check_mode: true")
             return result
         try:
-            result.update(fleet_report.publish(run, out_dir, args["lock_dir"]))
+            result.update(fleet_report.publish(run, out_dir, args["freeze_dir"]))
         except OSError as exc:
             raise AnsibleActionFail("fleet_report: cannot write the report under %s: %s" % (out_dir, exc)) from exc
         return result

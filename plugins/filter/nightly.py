@@ -139,8 +139,8 @@ def uv_dry_run_changes(text):
             "pending": bool(install or remove)}
 
 
-def uv_lock_apply(current, changes):
-    """Lock text (sorted name==version lines) after applying a dry-run plan."""
+def uv_freeze_apply(current, changes):
+    """Freeze text (sorted name==version lines) after applying a dry-run plan."""
     if not isinstance(current, dict):
         current = uv_freeze_parse(current)
     state = dict(current)
@@ -176,6 +176,6 @@ class FilterModule(object):
             "nightly_pin_errors": nightly_pin_errors,
             "uv_freeze_parse": uv_freeze_parse,
             "uv_dry_run_changes": uv_dry_run_changes,
-            "uv_lock_apply": uv_lock_apply,
+            "uv_freeze_apply": uv_freeze_apply,
             "uv_requirement_conflicts": uv_requirement_conflicts,
         }

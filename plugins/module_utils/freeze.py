@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The collection's one reader of freeze text: ``uv pip freeze``, ``pip freeze``
-and the venv locks written from them (gpufleet-lock.txt, reports/locks/).
+and the venv freezes written from them (gpufleet-freeze.txt, reports/freezes/).
 
 Pure and stdlib only: the filter uv_freeze_parse and the fleet report
-(plugin_utils fleet_report) both read locks through parse_freeze, so that a
+(plugin_utils fleet_report) both read freezes through parse_freeze, so that a
 package is the same name with the same version in each.
 
 A line gives a package when it pins one version:
@@ -22,9 +22,9 @@ Every other line is skipped:
 - blank lines and comments;
 - option lines (``-e``/``--editable`` editables, ``-i``, ``-r``, ``-c``, ``-f`` ...);
 - direct references, ``name @ url`` (a local wheel, a VCS checkout): they
-  carry no version to compare, and the roles' locks (uv_lock_apply) and
+  carry no version to compare, and the roles' freezes (uv_freeze_apply) and
   torch_verify's package list leave them out too, so skipping them here keeps
-  a lock and a host's packages comparable (the sgl_kernel wheel built on the
+  a freeze and a host's packages comparable (the sgl_kernel wheel built on the
   host is tracked by its ABI key instead);
 - anything that is not one pinned version (``name>=1``, a bare name).
 
@@ -69,7 +69,7 @@ def parse_freeze_line(line):
 
 
 def parse_freeze(text):
-    """Freeze or lock text -> {canonical name: version} (see the module's docstring for the lines kept)."""
+    """Freeze text -> {canonical name: version} (see the module's docstring for the lines kept)."""
     result = {}
     for line in str(text or "").splitlines():
         pin = parse_freeze_line(line)

@@ -33,7 +33,7 @@ EXTENSION_SETS = ('sgl_kernel', 'flashinfer')
 
 
 def helper(name):
-    """A module_utils helper: in the probe, the module that verify.probe_source's
+    """A module_utils helper: in the probe, the module that expectations.probe_source's
     prelude built from its source (the probe is one -c string, nothing on disk);
     on the controller, the ordinary import."""
     module = sys.modules.get('gpufleet_' + name)

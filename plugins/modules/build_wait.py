@@ -14,9 +14,13 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: build_wait
-short_description: Wait for a long sgl-kernel build, one progress line per poll
+short_description: (internal) wait for a long sgl-kernel build, one progress line per poll
 version_added: 0.1.0
 description:
+  - Internal to the collection's playbooks and roles (one step of them); its options may change in any
+    release. The modules for your own playbooks are M(gpufleet.inference.gpu_facts),
+    M(gpufleet.inference.torch_verify), M(gpufleet.inference.venv_link_info), M(gpufleet.inference.arch_audit) and
+    M(gpufleet.inference.patch_rules).
   - Runs a build's status command (O(argv)) on the target every O(interval) seconds until
     it reports the build finished, at most O(timeout) seconds.
   - >-

@@ -14,9 +14,13 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: check_vars
-short_description: Check the types and the values of variables in one task
+short_description: (internal) check the types and the values of variables in one task
 version_added: 0.3.0
 description:
+  - Internal to the collection's playbooks and roles (one step of them); its options may change in any
+    release. The modules for your own playbooks are M(gpufleet.inference.gpu_facts),
+    M(gpufleet.inference.torch_verify), M(gpufleet.inference.venv_link_info), M(gpufleet.inference.arch_audit) and
+    M(gpufleet.inference.patch_rules).
   - Does what M(ansible.builtin.validate_argument_spec) does (types, choices, required variables,
     taken from the task's variables or O(provided_arguments)), and fails with the caller's own
     messages in O(errors) as well - the rules a type cannot express, such as a path pattern or a
@@ -48,11 +52,18 @@ options:
     default: []
   rules:
     description:
-      - The value rules of a role's entry point, written in the collection (plugin_utils C(value_rules)), checked on
-        the same values as the types - V(fleet.validate) (the playbooks' inputs) or V(verify.main) (the verify
-        role's). Their messages come before O(errors).
+      - The value rules of a role's entry point, C(<role>.<entry point>), written in the collection
+        (C(plugins/plugin_utils/rules/<role>.py)), checked on the same values as the types - for example
+        V(fleet.validate) (the playbooks' inputs), V(verify.main) or V(torch_nightly.main). Their messages come
+        before O(errors).
+      - An unknown name fails the task, listing the known ones.
     type: str
-    choices: [fleet.validate, verify.main]
+  context:
+    description:
+      - Other variables the value rules read besides the entry point's own, such as another role's results
+        (C(uv_venv_dir)). They are not type-checked here.
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - gpufleet.inference.read_only
 attributes:

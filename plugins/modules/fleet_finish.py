@@ -14,9 +14,13 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: fleet_finish
-short_description: A fleet run's last task on a host - its metrics into node_exporter's textfile directory, then its failure
+short_description: (internal) a fleet run's last task on a host - its metrics into node_exporter's textfile directory, then its failure
 version_added: 0.4.0
 description:
+  - Internal to the collection's playbooks and roles (one step of them); its options may change in any
+    release. The modules for your own playbooks are M(gpufleet.inference.gpu_facts),
+    M(gpufleet.inference.torch_verify), M(gpufleet.inference.venv_link_info), M(gpufleet.inference.arch_audit) and
+    M(gpufleet.inference.patch_rules).
   - With O(textfile_dir) and O(textfile_src) set, the host's metrics (rendered on the controller by
     gpufleet.inference.fleet_report) are written to C(.gpufleet.prom.staged) in O(textfile_dir) and renamed over
     C(gpufleet.prom), so that node_exporter's textfile collector, which reads C(*.prom), never reads a half-written

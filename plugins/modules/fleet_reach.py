@@ -14,9 +14,13 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: fleet_reach
-short_description: Reach a host, read its stable path and deploy key, and choose deploy.yml's path, in one task
+short_description: (internal) reach a host, read its stable path and deploy key, and choose deploy.yml's path, in one task
 version_added: 0.4.0
 description:
+  - Internal to the collection's playbooks and roles (one step of them); its options may change in any
+    release. The modules for your own playbooks are M(gpufleet.inference.gpu_facts),
+    M(gpufleet.inference.torch_verify), M(gpufleet.inference.venv_link_info), M(gpufleet.inference.arch_audit) and
+    M(gpufleet.inference.patch_rules).
   - The first task of deploy.yml and rollback.yml on each host (the fleet role's C(reach.yml)).
   - Runs gpufleet.inference.venv_link_info on the host once - the stable path, the active venv and the deploy key
     recorded in it (C(gpufleet-deployed.json)). A host that cannot be reached does not fail the task - RV(record)
@@ -84,7 +88,7 @@ EXAMPLES = r'''
     root: "{{ playbook_dir | dirname }}"
     lock_path: /var/lock/gpufleet
   check_mode: false
-  register: __fleet_reach
+  register: fleet_reach
 '''
 
 RETURN = r'''

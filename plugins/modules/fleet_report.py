@@ -14,15 +14,20 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: fleet_report
-short_description: Write the fleet report of a deploy, verify or rollback run
+short_description: (internal) write the fleet report of a deploy, verify or rollback run
 version_added: 0.3.0
 description:
+  - Internal to the collection's playbooks and roles (one step of them); its options may change in any
+    release. The modules for your own playbooks are M(gpufleet.inference.gpu_facts),
+    M(gpufleet.inference.torch_verify), M(gpufleet.inference.venv_link_info), M(gpufleet.inference.arch_audit) and
+    M(gpufleet.inference.patch_rules).
   - Reads each play host's result (O(result_var)) and stage (O(stage_var)) from C(hostvars) and writes the fleet
     report on the controller under O(out_dir) - C(fleet-report.json) (the next run's baseline, a copy kept under
     C(history/)), C(fleet-report.md), C(fleet-report.html), C(fleet-report.prom), and one C(textfile/<host>.prom)
     per host for node_exporter's textfile collector.
-  - Each host's row is compared with the previous report in O(out_dir) and with the lock the deploy fetched under
-    O(lock_dir)C(/<host>/); GPUs and all-reduce figures below O(outlier_ratio) of their siblings' median are flagged.
+  - Each host's row is compared with the previous report in O(out_dir) and with the venv freeze (its package list)
+    the deploy fetched under O(freeze_dir)C(/<host>/); GPUs and all-reduce figures below O(outlier_ratio) of their
+    siblings' median are flagged.
   - A host without a result (one of a later serial batch, one the play never reached) is reported as not run;
     a result still C(running) is reported as unreachable.
   - Runs on the controller only and never connects to a host; run it once per play (C(run_once=true)).
@@ -36,15 +41,17 @@ options:
       - The controller directory the report goes to; created when missing.
     type: path
     required: true
-  lock_dir:
+  freeze_dir:
     description:
-      - The controller directory of the locks the deploy fetched, one sub-directory per host.
-      - Defaults to O(out_dir)C(/locks).
+      - The controller directory of the venv freezes the deploy fetched, one sub-directory per host.
+      - Defaults to O(out_dir)C(/freezes).
+      - C(<out_dir>/locks/<host>/), where earlier versions of the collection fetched them, is read as well, so that
+        a host not deployed again since keeps its baseline.
     type: path
   mode:
     description:
       - The playbook the report is of; recorded in the report, and in V(verify) a version that moved since the
-        previous run (where no lock is known) is drift.
+        previous run (where no freeze is known) is drift.
     type: str
     required: true
     choices: [deploy, verify, rollback]

@@ -14,9 +14,13 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: host_lock
-short_description: Take or release the per-host run lock of deploy.yml and rollback.yml
+short_description: (internal) take or release the per-host run lock of deploy.yml and rollback.yml
 version_added: 0.3.0
 description:
+  - Internal to the collection's playbooks and roles (one step of them); its options may change in any
+    release. The modules for your own playbooks are M(gpufleet.inference.gpu_facts),
+    M(gpufleet.inference.torch_verify), M(gpufleet.inference.venv_link_info), M(gpufleet.inference.arch_audit) and
+    M(gpufleet.inference.patch_rules).
   - One gpufleet run at a time per host. The lock is a directory (O(path), for example
     C(/var/lock/gpufleet)) holding C(holder.json), the record of the run that holds it. It is
     created under a temporary name with its record inside and renamed into place, so it never

@@ -727,7 +727,7 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.venv_link impor
     missing_target_message,
     resolve,
 )
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (
     EXPECT_SPEC,
     SMOKE_DTYPES,
     ProbeError,

@@ -11,9 +11,13 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: venv_adopt
-short_description: Move a hand-built venv off the stable path and link the stable path to a verified venv
+short_description: (internal) move a hand-built venv off the stable path and link the stable path to a verified venv
 version_added: 0.1.0
 description:
+  - Internal to the collection's playbooks and roles (one step of them); its options may change in any
+    release. The modules for your own playbooks are M(gpufleet.inference.gpu_facts),
+    M(gpufleet.inference.torch_verify), M(gpufleet.inference.venv_link_info), M(gpufleet.inference.arch_audit) and
+    M(gpufleet.inference.patch_rules).
   - For C(gpufleet_adopt_existing_venv). When the stable path (for example C(~/ml-env)) is a real
     venv directory, renames it to O(destination) beside it and makes the stable path a symlink to
     O(target). Renames only, in the same folder; the hand-built venv is never copied or deleted.

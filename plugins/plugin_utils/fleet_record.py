@@ -59,7 +59,7 @@ def fleet_record(hostvars, status="ok", message=None, stage=""):
         outcome = "busy"
     else:
         outcome = "ok" if passed else "failed"
-    adopted = _get(hostvars, "_fleet_adopted", {}) or {}
+    adopted = _get(hostvars, "fleet_adopted", {}) or {}
     if adopted:
         adopted = dict(adopted, moved=bool(_get(hostvars, "activate_adopted", "")))
     return {
@@ -72,10 +72,10 @@ def fleet_record(hostvars, status="ok", message=None, stage=""):
         "previous_venv": _get(hostvars, "activate_previous_venv", verify.get("previous_venv", "")),
         "activated": bool(_get(hostvars, "activate_switched", False)),
         # deploy.yml's fast path: the active venv already carried the run's deploy key
-        "fast_path": bool((_get(hostvars, "__fleet_reach", {}) or {}).get("fast")),
+        "fast_path": bool((_get(hostvars, "fleet_reach", {}) or {}).get("fast")),
         # the hand-built venv found at the stable path: as found, and where it went
         "adopted": adopted,
-        "gpu": verify.get("gpu") or _get(hostvars, "_fleet_preflight_gpu", {}) or {},
+        "gpu": verify.get("gpu") or _get(hostvars, "fleet_preflight_gpu", {}) or {},
         "torch": verify.get("torch") or {},
         "packages": verify.get("packages") or {},
         "sgl_kernel_abi_key": _get(hostvars, "sgl_kernel_abi_key", "") or verify.get("sgl_kernel_abi_key", ""),

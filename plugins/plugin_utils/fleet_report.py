@@ -6,8 +6,8 @@
 
 The action plugin gpufleet.inference.fleet_report hands this module the
 per-host results of one run; it compares them with the previous run's report
-and with the locks that the uv_venv role fetched under
-``<report dir>/locks/<host>/``, and writes ``fleet-report.json`` (everything,
+and with the venv freezes that the uv_venv role fetched under
+``<report dir>/freezes/<host>/``, and writes ``fleet-report.json`` (everything,
 the next run's baseline), ``fleet-report.md`` and ``fleet-report.html`` (one
 row per host, failing hosts first), ``fleet-report.prom`` and one
 ``textfile/<host>.prom`` per host (report_textfile). Pure Python + jinja2, on
@@ -27,7 +27,16 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.freeze import c
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
 
 REPORT_BASENAME = "fleet-report"
-SCHEMA_VERSION = 1
+# 2: a row's package baseline and its diff are the keys "freeze" and "freeze_diff"
+SCHEMA_VERSION = 2
+# The venv freezes (the drift check's baselines), per host, under the report
+# directory unless the run names another folder.
+FREEZE_DIRNAME = "freezes"
+# Where versions before the freeze rename fetched them (<report dir>/locks/<host>/<venv>.lock.txt):
+# read as well, so that a host not deployed again since keeps its baseline.
+LEGACY_FREEZE_DIRNAME = "locks"
+# The names a fetched freeze may have: <venv>.freeze.txt, and the names of earlier versions.
+FREEZE_SUFFIXES = (".txt", ".lock")
 
 # Worst first: the order of the rows in every rendering.
 STATUS_ORDER = {"failed": 0, "unreachable": 1, "busy": 2, "drift": 3, "not_run": 4, "unverified": 5, "ok": 6}
@@ -99,32 +108,48 @@ def _first(mapping, *paths):
     return None
 
 
-def find_lock(lock_dir, host, venv=None):
-    """The lock the deploy recorded for this host: {packages, path} or None.
+def freeze_dirs(out_dir, freeze_dir=None):
+    """The folders the report reads the venv freezes from: freeze_dir (default
+    ``<out_dir>/freezes``), then ``<out_dir>/locks``, where earlier versions fetched them."""
+    dirs = [freeze_dir or os.path.join(out_dir, FREEZE_DIRNAME)]
+    legacy = os.path.join(out_dir, LEGACY_FREEZE_DIRNAME)
+    if os.path.abspath(legacy) != os.path.abspath(dirs[0]):
+        dirs.append(legacy)
+    return dirs
 
-    The deploy (uv_venv's lock tasks) fetches ``<lock_dir>/<host>/<venv>.lock.txt``; when
-    several are there, the one named after the active venv wins, then the newest.
+
+def find_freeze(freeze_dir, host, venv=None):
+    """The freeze the deploy recorded for this host: {packages, path} or None.
+
+    The deploy (uv_venv's freeze tasks) fetches ``<freeze_dir>/<host>/<venv>.freeze.txt``.
+    freeze_dir is one folder or a list of them (freeze_dirs: the current one and
+    the one of earlier versions, whose files are ``<venv>.lock.txt``), looked at
+    together: the freeze named after the active venv wins, then the newest. The
+    path is relative to the parent of the folder it was found in.
     """
-    d = os.path.join(lock_dir, host)
-    if not os.path.isdir(d):
-        return None
+    dirs = [freeze_dir] if isinstance(freeze_dir, str) else list(freeze_dir or [])
     files = []
-    for root, _dirs, names in os.walk(d):
-        for n in names:
-            if n.endswith((".txt", ".lock")):
-                files.append(os.path.join(root, n))
+    for top in dirs:
+        d = os.path.join(top, host)
+        if not os.path.isdir(d):
+            continue
+        for root, _dirs, names in os.walk(d):
+            for n in names:
+                if n.endswith(FREEZE_SUFFIXES):
+                    files.append((os.path.join(root, n), top))
     if not files:
         return None
     chosen = None
     if venv:
         base = os.path.basename(str(venv).rstrip("/"))
-        named = [f for f in files if base and base in os.path.basename(f)]
+        named = [f for f in files if base and base in os.path.basename(f[0])]
         if named:
-            chosen = max(named, key=os.path.getmtime)
+            chosen = max(named, key=lambda f: os.path.getmtime(f[0]))
     if chosen is None:
-        chosen = max(files, key=os.path.getmtime)
-    with open(chosen, encoding="utf-8", errors="replace") as fh:
-        return {"path": os.path.relpath(chosen, os.path.dirname(lock_dir.rstrip("/")) or "."), "packages": parse_freeze(fh.read())}
+        chosen = max(files, key=lambda f: os.path.getmtime(f[0]))
+    path, top = chosen
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return {"path": os.path.relpath(path, os.path.dirname(top.rstrip("/")) or "."), "packages": parse_freeze(fh.read())}
 
 
 def _gpu_rows(gpu, torch):
@@ -474,7 +499,7 @@ def _mark_busy(gpus, gpu_facts, use):
         g["skipped"] = skipped.get(g["index"])
 
 
-def host_row(name, entry, previous_row, lock_dir, mode):
+def host_row(name, entry, previous_row, freeze_dir, mode):
     """One report row from the host's registered result of this run."""
     entry = dict(entry or {})
     status = entry.get("status") or "unreachable"
@@ -516,8 +541,8 @@ def host_row(name, entry, previous_row, lock_dir, mode):
         "expectation_failures": parse_expectation_failures("\n".join(entry.get("mismatches") or []) or entry.get("message"))
         if status == "failed" else [],
         "changes": [],
-        "lock": None,
-        "lock_diff": [],
+        "freeze": None,
+        "freeze_diff": [],
         "packages": packages,
         "facts": {"gpu": gpu, "torch": torch},
         "drift": [],
@@ -544,22 +569,22 @@ def host_row(name, entry, previous_row, lock_dir, mode):
             if old not in (None, "") and old != new:
                 row["changes"].append({"name": label, "old": old, "new": new})
 
-    lock = find_lock(lock_dir, name, row["active_venv"] or row["venv"]) if lock_dir else None
-    if lock is not None and packages:
-        row["lock"] = lock["path"]
-        row["lock_diff"] = diff_versions(lock["packages"], packages)
+    freeze = find_freeze(freeze_dir, name, row["active_venv"] or row["venv"]) if freeze_dir else None
+    if freeze is not None and packages:
+        row["freeze"] = freeze["path"]
+        row["freeze_diff"] = diff_versions(freeze["packages"], packages)
 
     for f in row["expectation_failures"]:
         row["drift"].append("%s: expected %s, found %s" % (f["name"], f["expected"], f["found"]))
     if status == "failed" and not row["expectation_failures"]:
         row["drift"].append("failed%s: %s" % (" in " + row["stage"] if row["stage"] else "", _one_line(row["message"])))
-    for d in row["lock_diff"]:
-        row["drift"].append("lock %s: %s -> %s" % (d["name"], d["old"] or "absent", d["new"] or "absent"))
+    for d in row["freeze_diff"]:
+        row["drift"].append("freeze %s: %s -> %s" % (d["name"], d["old"] or "absent", d["new"] or "absent"))
     # A deploy or rollback changes versions on purpose: those are reported as
     # changes, not drift. Between two verify runs nothing should move; where the
-    # deployed lock is known it is the baseline (a host put back by hand is not
+    # deployed freeze is known it is the baseline (a host put back by hand is not
     # drift again), else the previous run is.
-    if mode == "verify" and lock is None:
+    if mode == "verify" and freeze is None:
         for c in row["changes"]:
             row["drift"].append("%s changed since the previous run: %s -> %s" % (c["name"], c["old"], c["new"]))
     if status == "ok" and row["drift"]:
@@ -586,8 +611,9 @@ def load_previous(out_dir):
     return data
 
 
-def build_report(run, previous=None, lock_dir=None, now=None):
-    """run: {mode, playbook, hosts: [name...], results: [entry|None...], started: [bool...]}."""
+def build_report(run, previous=None, freeze_dir=None, now=None):
+    """run: {mode, playbook, hosts: [name...], results: [entry|None...], started: [bool...]};
+    freeze_dir: a folder or a list of folders of the venv freezes (find_freeze)."""
     mode = run.get("mode") or "verify"
     names = list(run.get("hosts") or [])
     results = list(run.get("results") or [])
@@ -602,7 +628,7 @@ def build_report(run, previous=None, lock_dir=None, now=None):
             entry = {"status": "not_run", "message": "not run: the play stopped before this host's batch"}
         elif entry.get("status") == "running" and not entry.get("stage") and i < len(stages) and stages[i]:
             entry = dict(entry, stage=stages[i])
-        rows.append(host_row(name, entry, prev_rows.get(name), lock_dir, mode))
+        rows.append(host_row(name, entry, prev_rows.get(name), freeze_dir, mode))
     ratio = float(run.get("outlier_ratio") or DEFAULT_OUTLIER_RATIO)
     flag_gpu_outliers(rows, ratio)
     flag_allreduce_outliers(rows, ratio)
@@ -867,18 +893,19 @@ def finish_entry(row):
     }
 
 
-def finish_unwritten(run, out_dir, lock_dir=None, now=None):
+def finish_unwritten(run, out_dir, freeze_dir=None, now=None):
     """outcome()'s ``finish`` for a run whose report is not written (check
     mode): built the same way, with no metrics to put in place."""
     out_dir = os.path.abspath(out_dir)
-    report = build_report(run, load_previous(out_dir), lock_dir or os.path.join(out_dir, "locks"), now=now)
+    report = build_report(run, load_previous(out_dir), freeze_dirs(out_dir, freeze_dir), now=now)
     return {r["host"]: dict(finish_entry(r), textfile=False) for r in report["hosts"]}
 
 
-def publish(run, out_dir, lock_dir=None, now=None):
+def publish(run, out_dir, freeze_dir=None, now=None):
     """Build the report of one run against the previous one in out_dir, write it
-    (lock_dir defaults to out_dir/locks) and return outcome()."""
+    (the freezes are read from freeze_dir, by default out_dir/freezes, and from
+    out_dir/locks, see freeze_dirs) and return outcome()."""
     out_dir = os.path.abspath(out_dir)
     previous = load_previous(out_dir)
-    report = build_report(run, previous, lock_dir or os.path.join(out_dir, "locks"), now=now)
+    report = build_report(run, previous, freeze_dirs(out_dir, freeze_dir), now=now)
     return outcome(report, previous, write_report(report, out_dir))

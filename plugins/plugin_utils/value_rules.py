@@ -1,199 +1,39 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The value rules of the playbooks' and the verify role's inputs: what their
-argument specs' types cannot express (a path pattern, a lower bound, the keys
-of an expectation dict), as messages "<variable> must be <allowed> (got
-<value>)".
+"""Where every role's value rules are found: one module per role under
+plugin_utils/rules/, each with ENTRY_POINTS (entry point -> rules).
 
-One place for each rule, read on the controller by the actions that check
-inputs (gpufleet.inference.check_vars for the playbooks' and the roles'
-preflight, gpufleet.inference.verify_venv in the verification's own task).
-They were Jinja templates in the roles' vars: each was compiled again in the
-worker of every host (a worker is a fork that keeps no template cache), which
-was most of a fleet verification's controller time per host.
+Inputs are checked one way. The types, choices and defaults are the role's
+meta/argument_specs.yml; the rules those cannot express (a range, a URL or
+path shape, a rule across variables) are Python, in rules/<role>.py. Both are
+checked on the controller in one task, gpufleet.inference.check_vars, by
+each role's preflight (and by gpufleet.inference.verify_host in fleet
+verification's one task per host), before anything changes. A rule passes a
+value of the wrong type: the type check, made first with the same values,
+reports it.
 
-A rule passes a value of the wrong type: the type check, made first with the
-same values, reports it.
+They were Jinja templates in the roles' tasks: each was compiled again in the
+worker of every host (a worker is a fork that keeps no template cache).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
-from collections.abc import Mapping
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules import (
+    activate, cuda_toolkit, flashinfer, fleet, sgl_kernel, torch_nightly, uv_venv, verify)
 
-from ansible_collections.gpufleet.inference.plugins.filter.inputs import expect_errors, tolerance_errors
-
-# absolute or under ~/, no whitespace, not ending in /
-_LINK_RE = re.compile(r"^(/|~/)\S*[^/\s]$")
-_ABSOLUTE_NO_SPACE_RE = re.compile(r"^/\S*$")
-_DIGITS_RE = re.compile(r"^[0-9]+$")
-
-
-def _show(value):
-    """A value as a message shows it (as Jinja rendered it into text: None as nothing)."""
-    return "" if value is None else str(value)
-
-
-def _number(value, default, kind=float):
-    """int or float of value, default where it is none (as Jinja's int and float filters)."""
-    if isinstance(value, bool):
-        return kind(value)
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        pass
-    if kind is int:
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            pass
-    return default
-
-
-def _is_list(value):
-    return isinstance(value, (list, tuple))
-
-
-def _type_name(value):
-    for kind in (bool, str, int, float, dict, list):
-        if isinstance(value, kind):
-            return kind.__name__
-    return type(value).__name__
-
-
-_SERIAL_RE = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
-_PERCENT_RE = re.compile(r"^([0-9]{1,2}|100)$")
-
-
-def play_keyword_errors(serial, max_fail):
-    """gpufleet_serial and gpufleet_max_fail_percentage, the play keywords."""
-    errors = []
-    batches = serial if _is_list(serial) else [serial]
-    if not batches or any(isinstance(b, bool) or not _SERIAL_RE.match(str(b)) for b in batches):
-        errors.append("gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them "
-                      "(got " + json.dumps(serial) + ")")
-    if isinstance(max_fail, bool) or not _PERCENT_RE.match(str(max_fail)):
-        errors.append("gpufleet_max_fail_percentage must be an integer 0-100 (got '" + str(max_fail) + "')")
-    return errors
-
-
-def fleet_hosts(values):
-    """The play keywords, checked on the controller before a fleet play (entry point hosts)."""
-    return play_keyword_errors(values.get("gpufleet_serial", "100%"), values.get("gpufleet_max_fail_percentage", 100))
-
-
-def hook_errors(hook, name):
-    """A drain or return hook: [] (none), a command as a non-empty list of non-empty strings, or the path of an
-    existing task file (.yml, .yaml) on the controller."""
-    if hook in (None, "", []):
-        return []
-    allowed = ("%s must be a command as a list of strings (argv, run without a shell), the path of a task file "
-               "ending in .yml or .yaml, or [] for none" % name)
-    if isinstance(hook, str):
-        if not hook.endswith((".yml", ".yaml")):
-            return ["%s (got the string '%s': a command must be a list of strings)" % (allowed, hook)]
-        if not os.path.isfile(os.path.expanduser(hook)):
-            return ["%s: the task file %s does not exist on the controller" % (name, hook)]
-        return []
-    if _is_list(hook) and all(isinstance(part, str) and part.strip() for part in hook):
-        return []
-    return ["%s (got %s)" % (allowed, json.dumps(hook, default=str))]
-
-
-def serving_errors(values):
-    """The serving fleet's inputs: busy threshold, drain and return hooks, the wait after a drain."""
-    errors = []
-    memory = values.get("gpufleet_busy_memory_mib", 2048)
-    if _number(memory, 0, int) < 1:
-        errors.append("gpufleet_busy_memory_mib must be a number of MiB > 0 (got %s)" % _show(memory))
-    wait = values.get("gpufleet_drain_wait_seconds", 600)
-    if isinstance(wait, bool) or _number(wait, -1.0) < 0:
-        errors.append("gpufleet_drain_wait_seconds must be a number of seconds >= 0 (got %s)" % _show(wait))
-    errors += hook_errors(values.get("gpufleet_drain_hook"), "gpufleet_drain_hook")
-    errors += hook_errors(values.get("gpufleet_return_hook"), "gpufleet_return_hook")
-    return errors
-
-
-def fleet_validate(values):
-    """The playbooks' inputs (the fleet role's entry point validate); the play
-    keywords again, for runs under --limit, where the hosts check is skipped."""
-    errors = fleet_hosts(values)
-    link = values.get("gpufleet_venv_link")
-    if isinstance(link, str) and not _LINK_RE.match(link):
-        errors.append("gpufleet_venv_link must be an absolute or ~/ path without spaces, not ending in / (got '%s')"
-                      % link)
-    keep = values.get("gpufleet_keep_previous_venvs")
-    if _number(keep, 0, int) < 0:
-        errors.append("gpufleet_keep_previous_venvs must be an integer >= 0 (got %s)" % _show(keep))
-    sizes = values.get("gpufleet_collectives_sizes_mib")
-    if isinstance(sizes, str) or (_is_list(sizes) and not (
-            sizes and min(_number(s, 0, int) for s in sizes) > 0
-            and len(set(_number(s, 0, int) for s in sizes)) == len(sizes))):
-        errors.append("gpufleet_collectives_sizes_mib must be a non-empty list of different positive sizes in MiB "
-                      "(got %s)" % json.dumps(sizes))
-    expect = values.get("gpufleet_expect")
-    size = expect.get("allreduce_size_mib") if isinstance(expect, Mapping) else None
-    if size is not None and _is_list(sizes) and str(size) not in [str(s) for s in sizes]:
-        errors.append("gpufleet_expect.allreduce_size_mib must be one of gpufleet_collectives_sizes_mib %s (got %s)"
-                      % (_show(list(sizes)), _show(size)))
-    textfile = values.get("gpufleet_textfile_dir")
-    if textfile != "" and not (isinstance(textfile, str) and _ABSOLUTE_NO_SPACE_RE.match(textfile)):
-        errors.append("gpufleet_textfile_dir must be an absolute path without spaces "
-                      "(node_exporter's --collector.textfile.directory) (got '%s')" % _show(textfile))
-    ratio = values.get("gpufleet_outlier_ratio")
-    if not 0 < _number(ratio, -1.0) <= 1:
-        errors.append("gpufleet_outlier_ratio must be a number > 0 and <= 1 (got %s)" % _show(ratio))
-    free = values.get("gpufleet_min_free_gib")
-    if _number(free, 0.0) < 0:
-        errors.append("gpufleet_min_free_gib must be a number of GiB >= 0 (got %s)" % _show(free))
-    errors += serving_errors(values)
-    errors += expect_errors(expect, "gpufleet_expect")
-    errors += expect_errors(values.get("gpufleet_rollback_expect") or {}, "gpufleet_rollback_expect")
-    errors += tolerance_errors(values.get("gpufleet_kernel_tolerances"), "gpufleet_kernel_tolerances")
-    ignore = values.get("gpufleet_rollback_ignore_expect")
-    errors += expect_errors(dict.fromkeys(ignore if _is_list(ignore) else []), "gpufleet_rollback_ignore_expect")
-    return errors
-
-
-def verify_main(values):
-    """The verify role's inputs (every entry point shares the main one's)."""
-    errors = []
-    link = values.get("verify_venv_link")
-    if not (isinstance(link, str) and _LINK_RE.match(link)):
-        errors.append("verify_venv_link (gpufleet_venv_link) must be an absolute or ~/ path without spaces, "
-                      "not ending in / (got '%s')" % _show(link))
-    venv = values.get("verify_venv")
-    if not (isinstance(venv, str) and (venv == "" or venv.startswith(("/", "~/")))):
-        errors.append("verify_venv must be '' (the active venv) or an absolute or ~/ path (got '%s')" % _show(venv))
-    imports = values.get("verify_imports")
-    if not _is_list(imports):
-        errors.append("verify_imports (gpufleet_verify_imports) must be a list of module names (got %s)"
-                      % _type_name(imports))
-    timeout = values.get("verify_timeout")
-    if not (_DIGITS_RE.match(_show(timeout)) and _number(timeout, 0, int) > 0):
-        errors.append("verify_timeout must be a number of seconds > 0 (got %s)" % _show(timeout))
-    memory = values.get("verify_busy_memory_mib", 2048)
-    if _number(memory, 0, int) < 1:
-        errors.append("verify_busy_memory_mib (gpufleet_busy_memory_mib) must be a number of MiB > 0 (got %s)"
-                      % _show(memory))
-    errors += expect_errors(values.get("verify_expect"), "verify_expect (gpufleet_expect)")
-    errors += tolerance_errors(values.get("verify_kernel_tolerances"),
-                               "verify_kernel_tolerances (gpufleet_kernel_tolerances)")
-    return errors
-
-
-# by role and entry point, as the check groups and check_vars name them
+# by role and entry point, as check_vars names them ("<role>.<entry point>")
 RULES = {
-    ("fleet", "hosts"): fleet_hosts,
-    ("fleet", "validate"): fleet_validate,
-    ("verify", "main"): verify_main,
+    (module.__name__.rsplit(".", 1)[1], entry_point): rules
+    for module in (activate, cuda_toolkit, flashinfer, fleet, sgl_kernel, torch_nightly, uv_venv, verify)
+    for entry_point, rules in module.ENTRY_POINTS.items()
 }
 
 
 def rule_errors(role, entry_point, values):
-    """The messages of the value rules of a role's entry point ([] where it has none)."""
+    """The messages of the value rules of a role's entry point ([] where it has none).
+
+    VALUES holds the entry point's variables and any other the rules read
+    (check_vars' context: another role's results, such as uv_venv_dir)."""
     rules = RULES.get((role, entry_point))
     return rules(values) if rules else []

@@ -13,7 +13,7 @@ import textwrap
 from conftest import ROOT, run_playbook
 
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (  # noqa: E402
     check_collectives,
     parse_probe_output,
     probe_argv,

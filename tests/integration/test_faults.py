@@ -110,7 +110,7 @@ def fake_lock(host, age_s=0, pid=4242):
 def argv(fleet, playbook, extra=None, limit=None, label="run", check=False):
     report_dir = os.path.join(fleet["tmp"], "reports-%s-%d" % (label, len(fleet["runs"])))
     fleet["runs"].append(label)
-    variables = {"gpufleet_report_dir": report_dir, "gpufleet_lock_dir": fleet["locks"]}
+    variables = {"gpufleet_report_dir": report_dir, "gpufleet_freeze_dir": fleet["freezes"]}
     variables.update(extra or {})
     cmd = [venv_bin("ansible-playbook"), "-i", fleet["inventory"], playbook, "-e", json.dumps(variables)]
     if limit:
@@ -190,7 +190,7 @@ def fleet(sandbox, sandbox_ctl, tmp_path_factory):
     (inv / "host_vars" / ("%s.yml" % DISK_HOST)).write_text(
         "gpufleet_venv_link: %s/ml-env\n# the baseline venv (~0.8 GiB) fits, a second one does not\n"
         "gpufleet_min_free_gib: 1\n" % SMALL, encoding="utf-8")
-    state = {"inventory": str(inv), "tmp": str(tmp), "locks": str(tmp / "locks"), "runs": [], "times": [],
+    state = {"inventory": str(inv), "tmp": str(tmp), "freezes": str(tmp / "freezes"), "runs": [], "times": [],
              "t0": time.time()}
 
     def unlock():

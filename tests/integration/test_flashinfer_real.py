@@ -179,7 +179,7 @@ def test_real_flashinfer_installed_by_the_role_and_verified_without_gpu(sandbox,
         "gpufleet_wheelhouse": wheelhouse,
         "gpufleet_remote_wheelhouse": "~/.cache/gpufleet/wheelhouse-flashinfer-real",
         "gpufleet_venv_link": "~/flashinfer-real-env",
-        "uv_venv_lock_dir": str(tmp_path / "locks"),
+        "uv_venv_freeze_dir": str(tmp_path / "freezes"),
         "uv_venv_stack": {"torch": TORCH, "flashinfer-python": FLASHINFER},
         # The sandbox's CPU profile for torch (inventories/sandbox/group_vars/all.yml).
         "torch_nightly_cuda_variant": "cpu",

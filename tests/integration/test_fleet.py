@@ -161,7 +161,7 @@ def test_a_bad_textfile_dir_is_refused_on_the_fast_path_too(fleet):
 
 def test_an_installed_collection_keeps_the_reports_in_the_operators_folder(fleet, tmp_path):
     """Built and installed as an operator would (ansible-galaxy), run from
-    another folder: the report, its history and the lock baselines land in
+    another folder: the report, its history and the freeze baselines land in
     ./reports there, and a reinstall with --force keeps them all."""
     dist, collections, operator = tmp_path / "dist", tmp_path / "collections", tmp_path / "fleet"
     operator.mkdir()
@@ -203,15 +203,15 @@ def test_an_installed_collection_keeps_the_reports_in_the_operators_folder(fleet
     rc, out = run([venv_bin("ansible-playbook"), "-i", str(fleet["inventory"]), "gpufleet.inference.deploy",
                    "--limit", HOSTS[0], "-e", json.dumps(dict(checkout, gpufleet_full_run=True))])
     assert rc == 0, out[-6000:]
-    baseline = sorted((operator / "reports" / "locks" / HOSTS[0]).glob("*.lock.txt"))
+    baseline = sorted((operator / "reports" / "freezes" / HOSTS[0]).glob("*.freeze.txt"))
     assert baseline and row()["status"] == "ok", (baseline, row())
     assert not (installed / "reports").exists()
     rc, out = run([venv_bin("ansible-playbook"), "-i", str(fleet["inventory"]), "gpufleet.inference.verify",
                    "--limit", HOSTS[0]])
     assert rc == 0, out[-6000:]
     # (the report names the baseline it used, relative to the report folder)
-    lock = os.path.relpath(str(baseline[-1]), str(operator / "reports"))
-    assert row()["lock"] == lock and row()["lock_diff"] == [], row()
+    freeze = os.path.relpath(str(baseline[-1]), str(operator / "reports"))
+    assert row()["freeze"] == freeze and row()["freeze_diff"] == [], row()
     # a new version of the collection over the old one: what the operator owns stays
     install("--force")
     assert (installed / "tools" / "fleet_verify.py").is_file()
@@ -220,7 +220,7 @@ def test_an_installed_collection_keeps_the_reports_in_the_operators_folder(fleet
                    "--limit", HOSTS[0]])
     assert rc == 0, out[-6000:]
     assert "report: %s" % (operator / "reports" / "fleet-report.md") in out, out[-3000:]
-    assert row()["lock"] == lock and row()["lock_diff"] == [] and row()["status"] == "ok", row()
+    assert row()["freeze"] == freeze and row()["freeze_diff"] == [] and row()["status"] == "ok", row()
     assert len(list((operator / "reports" / "history").glob("*.json"))) == 3
 
 
@@ -298,7 +298,7 @@ def test_drift_on_one_host_is_flagged_drained_in_slurm_and_resumed_after_a_pass(
         assert report(fleet)["mode"] == "verify"
         assert r["sbx2"]["status"] == "failed", r["sbx2"]
         assert {"name": "torch_version", "expected": "2.13.0+cpu", "found": "2.13.1+cpu"} in r["sbx2"]["expectation_failures"]
-        assert {"name": "torch", "old": "2.13.0+cpu", "new": "2.13.1+cpu"} in r["sbx2"]["lock_diff"], r["sbx2"]["lock_diff"]
+        assert {"name": "torch", "old": "2.13.0+cpu", "new": "2.13.1+cpu"} in r["sbx2"]["freeze_diff"], r["sbx2"]["freeze_diff"]
         assert report(fleet)["hosts"][0]["host"] == "sbx2"  # failing hosts first
         assert r["sbx1"]["status"] == "ok" and r["sbx3"]["status"] == "ok", (r["sbx1"]["drift"], r["sbx3"]["drift"])
         # drained in Slurm with the first failed check; the others stay in service

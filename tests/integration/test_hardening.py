@@ -273,7 +273,7 @@ def test_no_credential_in_output_log_or_report(leak_runs, label):
 
 
 def test_no_credential_on_the_controller(leak_runs):
-    """Fact cache, artifact and source caches, reports and locks of the checkout."""
+    """Fact cache, artifact and source caches, reports and venv freezes of the checkout."""
     folders = [os.path.join(ROOT, ".cache", name) for name in ("facts", "artifacts", "ansible-tmp")]
     folders += [os.path.join(ROOT, "reports")]
     leaks = [path for folder in folders for path, data in files_under(folder) if SECRET.encode() in data]

@@ -13,7 +13,7 @@ from conftest import ROOT
 # the module fixtures of the real-torch tests, used here by name
 
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (  # noqa: E402
     check_expectations,
     check_kernels,
     parse_probe_output,

@@ -12,7 +12,7 @@ from conftest import ROOT, TORCH, _must_run as _run, run_playbook
 
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 from ansible_collections.gpufleet.inference.plugins.module_utils import torch_probe  # noqa: E402
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import check_health  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import check_health  # noqa: E402
 
 
 # Written independently of the probe: what the interpreter says about itself.

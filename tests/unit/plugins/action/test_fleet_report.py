@@ -127,10 +127,10 @@ def test_an_identical_second_run_is_not_changed_and_a_new_state_is(tmp_path):
 
 def test_other_variable_names_hosts_and_inventory(tmp_path):
     # the role keeps its run state under its own names; one host is left out by hosts
-    hostvars = fleet({"gpu01": {"_fleet_result": ok_entry(), "gpufleet_result": {"status": "failed"}},
-                      "gpu03": {"_fleet_result": {"status": "running"}, "_fleet_stage": "sgl_kernel"}})
-    result, _c, _a = report({"out_dir": str(tmp_path), "mode": "deploy", "result_var": "_fleet_result",
-                             "stage_var": "_fleet_stage", "hosts": ["gpu03", "gpu01"], "inventory": "inventories/x"},
+    hostvars = fleet({"gpu01": {"fleet_result": ok_entry(), "gpufleet_result": {"status": "failed"}},
+                      "gpu03": {"fleet_result": {"status": "running"}, "fleet_stage": "sgl_kernel"}})
+    result, _c, _a = report({"out_dir": str(tmp_path), "mode": "deploy", "result_var": "fleet_result",
+                             "stage_var": "fleet_stage", "hosts": ["gpu03", "gpu01"], "inventory": "inventories/x"},
                             task_vars(hostvars))
     assert result["status"] == {"gpu01": "ok", "gpu03": "unreachable"}
     data = read_json(result["paths"]["json"])
@@ -155,22 +155,22 @@ def test_a_result_that_is_not_a_dict_is_refused(tmp_path):
     assert not os.listdir(tmp_path)
 
 
-def test_locks_outlier_ratio_and_outliers_fail_reach_the_report(tmp_path):
-    (tmp_path / "locks" / "gpu01").mkdir(parents=True)
-    (tmp_path / "locks" / "gpu01" / "ml-env-abc.lock.txt").write_text("torch===2.0.0\n")
+def test_freezes_outlier_ratio_and_outliers_fail_reach_the_report(tmp_path):
+    (tmp_path / "freezes" / "gpu01").mkdir(parents=True)
+    (tmp_path / "freezes" / "gpu01" / "ml-env-abc.freeze.txt").write_text("torch===2.0.0\n")
     slow = health_entry(slow={3: 240.0})  # 0.8 of the median
     hostvars = fleet({"gpu01": {"gpufleet_result": ok_entry()}, "gpu02": {"gpufleet_result": slow},
                       "gpu03": {"gpufleet_result": health_entry()}})
     args = {"out_dir": str(tmp_path), "mode": "verify"}
     result, _c, _a = report(args, task_vars(hostvars))
-    # the lock under out_dir/locks is the baseline; the slow GPU is drift that is only an outlier
+    # the freeze under out_dir/freezes is the baseline; the slow GPU is drift that is only an outlier
     assert result["status"] == {"gpu01": "drift", "gpu02": "drift", "gpu03": "ok"}
     assert result["outliers_only"] == ["gpu02"] and result["failing"] == ["gpu01"]
-    # another lock directory (none for gpu01), a looser ratio: both clean
-    result, _c, _a = report(dict(args, lock_dir=str(tmp_path / "none"), outlier_ratio=0.75), task_vars(hostvars))
+    # another freeze directory (none for gpu01), a looser ratio: both clean
+    result, _c, _a = report(dict(args, freeze_dir=str(tmp_path / "none"), outlier_ratio=0.75), task_vars(hostvars))
     assert result["status"] == {"gpu01": "ok", "gpu02": "ok", "gpu03": "ok"}
     # outliers_fail: the outlier fails its host (given as the strings a template renders)
-    result, _c, _a = report(dict(args, lock_dir=str(tmp_path / "none"), outlier_ratio="0.9", outliers_fail="true"),
+    result, _c, _a = report(dict(args, freeze_dir=str(tmp_path / "none"), outlier_ratio="0.9", outliers_fail="true"),
                             task_vars(hostvars))
     assert result["status"]["gpu02"] == "failed" and result["failing"] == ["gpu02"] and result["outliers_only"] == []
 
@@ -263,12 +263,12 @@ def test_a_host_still_running_is_ok_when_it_got_through_and_unreachable_when_it_
 def test_the_reach_steps_record_and_stage_stand_for_the_hosts_own(tmp_path):
     reach = {"record": {"status": "running"}, "stage": "verify", "fast": True}
     lost = {"record": {"status": "unreachable", "stage": "connect", "message": "ssh: no route"}, "stage": "connect"}
-    hostvars = fleet({"gpu01": {"__fleet_reach": reach, "verify_result": VERIFIED},
+    hostvars = fleet({"gpu01": {"fleet_reach": reach, "verify_result": VERIFIED},
                       # the rescue's record (set_fact) wins over the reach step's
-                      "gpu02": {"__fleet_reach": dict(reach, fast=False), "_s": "torch",
+                      "gpu02": {"fleet_reach": dict(reach, fast=False), "_s": "torch",
                                 "_r": {"status": "failed", "stage": "torch", "message": "no index"}},
-                      "gpu03": {"__fleet_reach": lost}})
-    args = {"out_dir": str(tmp_path), "mode": "deploy", "result_var": "_r", "stage_var": "_s", "reach_var": "__fleet_reach"}
+                      "gpu03": {"fleet_reach": lost}})
+    args = {"out_dir": str(tmp_path), "mode": "deploy", "result_var": "_r", "stage_var": "_s", "reach_var": "fleet_reach"}
     result, dummy, dummy = report(args, task_vars(hostvars, ansible_play_hosts=list(HOSTS)))
     assert result["status"] == {"gpu01": "ok", "gpu02": "failed", "gpu03": "unreachable"}
     rows = {r["host"]: r for r in read_json(tmp_path / "fleet-report.json")["hosts"]}

@@ -7,6 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.inference.plugins.filter import deploy_key as dk
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import keys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
@@ -61,10 +62,10 @@ def test_run_control_and_facts_do_not_count(name, value):
 
 
 def _fake_root(tmp_path):
-    for sub in dk.CODE_DIRS:
+    for sub in keys.CODE_DIRS:
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "main.yml").write_text("- one\n")
-    for role in ("fleet",) + dk.STAGE_ROLES:
+    for role in ("fleet",) + keys.STAGE_ROLES:
         meta = tmp_path / "roles" / role / "meta"
         meta.mkdir(parents=True)
         (meta / "argument_specs.yml").write_text(
@@ -104,6 +105,6 @@ def test_inputs_come_from_the_argument_specs(tmp_path):
 
 
 def test_every_fleet_preflight_option_is_an_input():
-    names = dk.input_names(ROOT)
+    names = keys.input_names(ROOT)
     assert {"gpufleet_expect", "gpufleet_venv_link", "gpufleet_wheelhouse", "torch_nightly_date"} <= names
     assert not names & {"gpufleet_hosts", "gpufleet_serial", "gpufleet_report_dir", "gpufleet_host_lock_wait"}

@@ -5,7 +5,8 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.inference.plugins.filter.fingerprint import fingerprint, stack_fingerprint
+from ansible_collections.gpufleet.inference.plugins.filter.fingerprint import stack_fingerprint
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.keys import fingerprint
 
 INPUTS = {"torch_nightly": ["torch_nightly_date", "torch_nightly_packages"],
           "sgl_kernel": ["sgl_kernel_ref", "sgl_kernel_patch_rules"]}

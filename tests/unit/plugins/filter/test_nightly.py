@@ -17,7 +17,7 @@ from ansible_collections.gpufleet.inference.plugins.filter.nightly import (
     nightly_version_parse,
     uv_dry_run_changes,
     uv_freeze_parse,
-    uv_lock_apply,
+    uv_freeze_apply,
     uv_requirement_conflicts,
 )
 
@@ -148,8 +148,8 @@ def test_freeze_parse_reads_arbitrary_equality_and_cuts_comments():
     # before module_utils freeze, "x===1.0" gave the version "=1.0" and a trailing comment stayed in the version
     text = "legacy===1.0\nfilelock==3.20.0  # via torch\nuvicorn[standard]==0.35.0\n"
     assert uv_freeze_parse(text) == {"legacy": "1.0", "filelock": "3.20.0", "uvicorn": "0.35.0"}
-    # and the lock written from it stays name==version
-    assert uv_lock_apply(text, {"install": {}, "remove": {}}) == "filelock==3.20.0\nlegacy==1.0\nuvicorn==0.35.0\n"
+    # and the freeze written from it stays name==version
+    assert uv_freeze_apply(text, {"install": {}, "remove": {}}) == "filelock==3.20.0\nlegacy==1.0\nuvicorn==0.35.0\n"
 
 
 def test_dry_run_changes_upgrade():
@@ -164,17 +164,17 @@ def test_dry_run_no_changes():
     assert uv_dry_run_changes(DRY_RUN_NOTHING) == {"install": {}, "remove": {}, "pending": False}
 
 
-def test_lock_apply_builds_the_planned_lock():
+def test_freeze_apply_builds_the_planned_freeze():
     current = "sympy==1.14.0\ntorch==2.13.0+cpu\n"
-    planned = uv_lock_apply(current, uv_dry_run_changes(DRY_RUN_UPGRADE))
+    planned = uv_freeze_apply(current, uv_dry_run_changes(DRY_RUN_UPGRADE))
     assert planned == ("flashinfer-cubin==0.6.1.dev20260308\n"
                        "flashinfer-python==0.6.1.dev20260308\n"
                        "sympy==1.14.0\n"
                        "torch==2.10.0\n")
 
 
-def test_lock_apply_without_changes_is_the_current_lock_sorted():
-    assert uv_lock_apply({"b": "1", "a": "2"}, {"install": {}, "remove": {}}) == "a==2\nb==1\n"
+def test_freeze_apply_without_changes_is_the_current_freeze_sorted():
+    assert uv_freeze_apply({"b": "1", "a": "2"}, {"install": {}, "remove": {}}) == "a==2\nb==1\n"
 
 
 def test_conflict_names_the_package_that_wanted_another_torch():
@@ -197,5 +197,5 @@ def test_filter_module_exports_every_filter():
     filters = FilterModule().filters()
     assert set(filters) == {
         "nightly_date_valid", "nightly_version_parse", "nightly_pins", "nightly_pin_errors",
-        "uv_freeze_parse", "uv_dry_run_changes", "uv_lock_apply", "uv_requirement_conflicts"}
+        "uv_freeze_parse", "uv_dry_run_changes", "uv_freeze_apply", "uv_requirement_conflicts"}
     assert filters["nightly_pins"] is nightly.nightly_pins

@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import collectives
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (
     check_collectives,
     check_expectations,
     collectives_errors,
@@ -191,7 +191,7 @@ def test_option_errors(params, message):
 
 
 def test_the_probe_carries_the_collectives_source_for_its_ranks():
-    from ansible_collections.gpufleet.inference.plugins.module_utils.verify import probe_source
+    from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import probe_source
 
     namespace = {}
     # the prelude alone (everything before torch_probe's own text) builds the helpers

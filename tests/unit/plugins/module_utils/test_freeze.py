@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""module_utils freeze: the one reader of `uv pip freeze` / `pip freeze` text and the venv locks."""
+"""module_utils freeze: the one reader of `uv pip freeze` / `pip freeze` text and the venv freezes."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -76,10 +76,10 @@ def test_nothing_gives_an_empty_dict(empty):
     assert parse_freeze(empty) == {}
 
 
-def test_the_filter_and_the_report_read_a_lock_the_same_way(tmp_path):
+def test_the_filter_and_the_report_read_a_freeze_the_same_way(tmp_path):
     text = "torch==2.13.0\nsgl-kernel @ file:///x/sgl_kernel-0.1-cp312.whl\n-e /src/pkg\n# note\nA_B.c===1.0\n"
     expected = {"torch": "2.13.0", "a-b-c": "1.0"}
     assert nightly.uv_freeze_parse(text) == expected
     (tmp_path / "h").mkdir()
-    (tmp_path / "h" / "venv.lock.txt").write_text(text)
-    assert fleet_report.find_lock(str(tmp_path), "h")["packages"] == expected
+    (tmp_path / "h" / "venv.freeze.txt").write_text(text)
+    assert fleet_report.find_freeze(str(tmp_path), "h")["packages"] == expected

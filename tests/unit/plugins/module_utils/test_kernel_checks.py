@@ -10,7 +10,7 @@ import types
 import pytest
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import kernel_checks as kc
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import check_kernels
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import check_kernels
 
 
 def test_catalogue_names_are_unique_and_every_check_has_a_runner():

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import torch_probe
-from ansible_collections.gpufleet.inference.plugins.module_utils.verify import (
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (
     TIMED_OUT_RC,
     parse_probe_output,
     probe_argv,

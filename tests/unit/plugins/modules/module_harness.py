@@ -121,7 +121,7 @@ def run_case(main, case, monkeypatch, command_matcher=None):
 def probe_command(args):
     """A command matcher for torch_verify's probe run: the probe source is long; check it is the
     module_utils probe and show it as <probe>, with its JSON parameters parsed."""
-    from ansible_collections.gpufleet.inference.plugins.module_utils.verify import probe_source
+    from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import probe_source
 
     if '-c' not in args:
         return list(args)

@@ -53,7 +53,7 @@ def test_nothing_verified_is_unverified_not_ok():
 
 
 def test_a_caught_failure_keeps_its_message_and_stage_and_the_partial_state():
-    hv = {"uv_venv_dir": "/home/deploy/ml-env-new", "_fleet_preflight_gpu": {"count": 2}}
+    hv = {"uv_venv_dir": "/home/deploy/ml-env-new", "fleet_preflight_gpu": {"count": 2}}
     rec = fleet_record(hv, "failed", "uv failed: no space", "torch")
     assert (rec["status"], rec["stage"], rec["message"]) == ("failed", "torch", "uv failed: no space")
     # the venv the run was building and the GPUs its preflight read
@@ -72,9 +72,9 @@ def test_activation_outputs_win_over_what_the_verification_read():
 
 def test_the_adopted_venv_says_whether_it_was_moved():
     adopted = {"moved_from": "/home/deploy/ml-env", "moved_to": "/home/deploy/ml-env-adopted"}
-    assert fleet_record({"_fleet_adopted": adopted, "activate_adopted": "/home/deploy/ml-env-adopted"})["adopted"] == \
+    assert fleet_record({"fleet_adopted": adopted, "activate_adopted": "/home/deploy/ml-env-adopted"})["adopted"] == \
         dict(adopted, moved=True)
-    assert fleet_record({"_fleet_adopted": adopted})["adopted"] == dict(adopted, moved=False)
+    assert fleet_record({"fleet_adopted": adopted})["adopted"] == dict(adopted, moved=False)
 
 
 def test_an_unknown_status_is_refused():

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Fleet report (plugin_utils fleet_report): rows, drift, ordering, lock diff, renderings."""
+"""Fleet report (plugin_utils fleet_report): rows, drift, ordering, freeze diff, renderings."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -65,43 +65,43 @@ def test_deploy_changes_are_not_drift():
     assert row["status"] == "ok" and row["changes"] and not row["drift"]
 
 
-def test_lock_diff_against_the_recorded_lock(tmp_path):
-    locks = tmp_path / "locks" / "a"
-    locks.mkdir(parents=True)
-    (locks / "ml-env-abc.txt").write_text("# uv pip freeze\ntorch==2.12.0.dev20260307+cu130\nflashinfer-python==0.6.4\nnumpy==2.3.0\n")
+def test_freeze_diff_against_the_recorded_freeze(tmp_path):
+    freezes = tmp_path / "freezes" / "a"
+    freezes.mkdir(parents=True)
+    (freezes / "ml-env-abc.txt").write_text("# uv pip freeze\ntorch==2.12.0.dev20260307+cu130\nflashinfer-python==0.6.4\nnumpy==2.3.0\n")
     entry = ok_entry(packages={"torch": "2.12.0.dev20260307+cu130", "flashinfer_python": "0.6.3", "extra": "1"})
-    report = rep.build_report(run("verify", a=entry), lock_dir=str(tmp_path / "locks"), now=NOW)
+    report = rep.build_report(run("verify", a=entry), freeze_dir=str(tmp_path / "freezes"), now=NOW)
     row = report["hosts"][0]
     assert row["status"] == "drift"
-    assert row["lock_diff"] == [
+    assert row["freeze_diff"] == [
         {"name": "extra", "old": None, "new": "1"},
         {"name": "flashinfer-python", "old": "0.6.4", "new": "0.6.3"},
         {"name": "numpy", "old": "2.3.0", "new": None}]
-    assert "lock flashinfer-python: 0.6.4 -> 0.6.3" in row["drift"]
+    assert "freeze flashinfer-python: 0.6.4 -> 0.6.3" in row["drift"]
 
 
-def test_the_lock_is_read_with_the_collections_freeze_parser(tmp_path):
-    # the lock as pip or uv may write it: === pins, a direct reference, an editable, extras, comments
-    locks = tmp_path / "locks" / "a"
-    locks.mkdir(parents=True)
-    (locks / "ml-env-abc.lock.txt").write_text(
+def test_the_freeze_is_read_with_the_collections_freeze_parser(tmp_path):
+    # the freeze as pip or uv may write it: === pins, a direct reference, an editable, extras, comments
+    freezes = tmp_path / "freezes" / "a"
+    freezes.mkdir(parents=True)
+    (freezes / "ml-env-abc.freeze.txt").write_text(
         "torch==2.12.0.dev20260307+cu130  # pinned\n"
         "Flashinfer_Python===0.6.4\n"
         "sgl-kernel @ file:///w/sgl_kernel-0.3.0-cp310-abi3-linux_x86_64.whl\n"
         "-e /src/tool\n"
         "numpy[extra]==2.3.0 ; python_version >= '3.10'\n")
     packages = {"torch": "2.12.0.dev20260307+cu130", "flashinfer-python": "0.6.4", "numpy": "2.3.0"}
-    row = rep.build_report(run("verify", a=ok_entry(packages=packages)), lock_dir=str(tmp_path / "locks"),
+    row = rep.build_report(run("verify", a=ok_entry(packages=packages)), freeze_dir=str(tmp_path / "freezes"),
                            now=NOW)["hosts"][0]
-    # the direct reference is left out of the lock as it is of the host's packages: no "sgl-kernel absent" drift
-    assert row["lock"] == "locks/a/ml-env-abc.lock.txt"
-    assert row["lock_diff"] == [] and row["status"] == "ok"
-    # a lock that still names the torch of yesterday is drift, version for version
-    (locks / "ml-env-abc.lock.txt").write_text("torch===2.12.0.dev20260306+cu130\n")
+    # the direct reference is left out of the freeze as it is of the host's packages: no "sgl-kernel absent" drift
+    assert row["freeze"] == "freezes/a/ml-env-abc.freeze.txt"
+    assert row["freeze_diff"] == [] and row["status"] == "ok"
+    # a freeze that still names the torch of yesterday is drift, version for version
+    (freezes / "ml-env-abc.freeze.txt").write_text("torch===2.12.0.dev20260306+cu130\n")
     row = rep.build_report(run("verify", a=ok_entry(packages={"torch": "2.12.0.dev20260307+cu130"})),
-                           lock_dir=str(tmp_path / "locks"), now=NOW)["hosts"][0]
-    assert row["lock_diff"] == [{"name": "torch", "old": "2.12.0.dev20260306+cu130", "new": "2.12.0.dev20260307+cu130"}]
-    assert "lock torch: 2.12.0.dev20260306+cu130 -> 2.12.0.dev20260307+cu130" in row["drift"]
+                           freeze_dir=str(tmp_path / "freezes"), now=NOW)["hosts"][0]
+    assert row["freeze_diff"] == [{"name": "torch", "old": "2.12.0.dev20260306+cu130", "new": "2.12.0.dev20260307+cu130"}]
+    assert "freeze torch: 2.12.0.dev20260306+cu130 -> 2.12.0.dev20260307+cu130" in row["drift"]
 
 
 def test_unreachable_host_keeps_its_last_known_stack():
@@ -414,14 +414,49 @@ def test_publish_is_changed_only_when_the_fleet_changed(tmp_path):
     assert third["changed"] is True and third["healthy"] is True and third["summary"] == "2 hosts: 2 ok"
 
 
-def test_publish_reads_the_locks_under_the_report_by_default(tmp_path):
-    (tmp_path / "locks" / "a").mkdir(parents=True)
-    (tmp_path / "locks" / "a" / "ml-env-abc.lock.txt").write_text("torch==2.0.0\n")
+def test_publish_reads_the_freezes_under_the_report_by_default(tmp_path):
+    (tmp_path / "freezes" / "a").mkdir(parents=True)
+    (tmp_path / "freezes" / "a" / "ml-env-abc.freeze.txt").write_text("torch==2.0.0\n")
     out = rep.publish(run("verify", a=ok_entry(packages={"torch": "2.12.0"})), str(tmp_path), now=NOW)
     assert out["status"] == {"a": "drift"} and out["failing"] == ["a"]
-    # another lock directory: that one is read instead
+    # another freeze directory: that one is read instead
     other = tmp_path / "elsewhere"
     (other / "a").mkdir(parents=True)
-    (other / "a" / "ml-env-abc.lock.txt").write_text("torch==2.12.0\n")
+    (other / "a" / "ml-env-abc.freeze.txt").write_text("torch==2.12.0\n")
     assert rep.publish(run("verify", a=ok_entry(packages={"torch": "2.12.0"})), str(tmp_path), str(other),
                        now=NOW)["status"] == {"a": "ok"}
+
+
+def test_a_baseline_fetched_before_the_freeze_rename_still_counts(tmp_path):
+    # a fleet deployed by an earlier version: the baseline is <report dir>/locks/<host>/<venv>.lock.txt
+    # (the venv itself holds gpufleet-lock.txt) and nothing is under freezes/ yet
+    legacy = tmp_path / "locks" / "a"
+    legacy.mkdir(parents=True)
+    (legacy / "ml-env-abc.lock.txt").write_text("torch==2.0.0\n")
+    os.utime(str(legacy / "ml-env-abc.lock.txt"), (1000, 1000))
+    verify = run("verify", a=ok_entry(packages={"torch": "2.12.0"}))
+    assert rep.publish(verify, str(tmp_path), now=NOW)["status"] == {"a": "drift"}
+    row = rep.build_report(verify, freeze_dir=rep.freeze_dirs(str(tmp_path)), now=NOW)["hosts"][0]
+    assert row["freeze"] == "locks/a/ml-env-abc.lock.txt"
+    assert row["freeze_diff"] == [{"name": "torch", "old": "2.0.0", "new": "2.12.0"}]
+    assert "freeze torch: 2.0.0 -> 2.12.0" in row["drift"]
+    # the fleet role names the freeze folder itself: the earlier folder is still read
+    assert rep.publish(verify, str(tmp_path), str(tmp_path / "freezes"), now=NOW)["status"] == {"a": "drift"}
+    # a deploy of this version fetched a freeze of another venv: the active venv's own baseline still wins
+    (tmp_path / "freezes" / "a").mkdir(parents=True)
+    (tmp_path / "freezes" / "a" / "ml-env-new.freeze.txt").write_text("torch==2.12.0\n")
+    row = rep.build_report(verify, freeze_dir=rep.freeze_dirs(str(tmp_path)), now=NOW)["hosts"][0]
+    assert row["freeze"] == "locks/a/ml-env-abc.lock.txt" and row["status"] == "drift"
+    # the same venv frozen again by this version: the newer freeze is the baseline
+    (tmp_path / "freezes" / "a" / "ml-env-abc.freeze.txt").write_text("torch==2.12.0\n")
+    row = rep.build_report(verify, freeze_dir=rep.freeze_dirs(str(tmp_path)), now=NOW)["hosts"][0]
+    assert row["freeze"] == "freezes/a/ml-env-abc.freeze.txt" and row["freeze_diff"] == [] and row["status"] == "ok"
+
+
+def test_the_freeze_folders_are_the_given_or_default_one_then_the_earlier_one(tmp_path):
+    out = str(tmp_path)
+    assert rep.freeze_dirs(out) == [os.path.join(out, "freezes"), os.path.join(out, "locks")]
+    assert rep.freeze_dirs(out, "/srv/freezes") == ["/srv/freezes", os.path.join(out, "locks")]
+    # an operator who pointed the freeze folder at the earlier one reads it once
+    assert rep.freeze_dirs(out, os.path.join(out, "locks")) == [os.path.join(out, "locks")]
+    assert rep.find_freeze([], "a") is None and rep.find_freeze(str(tmp_path / "none"), "a") is None

@@ -4,7 +4,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# The work is done by the action plugin of the same name (plugins/action/verify_venv.py),
+# The work is done by the action plugin of the same name (plugins/action/verify_host.py),
 # on the controller, which runs gpufleet.inference.torch_verify on the host; this file holds its documentation.
 
 from __future__ import absolute_import, division, print_function
@@ -13,10 +13,14 @@ __metaclass__ = type
 
 DOCUMENTATION = r'''
 ---
-module: verify_venv
-short_description: Check the inputs, verify a venv with torch_verify and summarize it, in one task
+module: verify_host
+short_description: (internal) check the inputs, verify a venv with torch_verify and summarize it, in one task
 version_added: 0.4.0
 description:
+  - Internal to the collection's playbooks and roles (one step of them); its options may change in any
+    release. The modules for your own playbooks are M(gpufleet.inference.gpu_facts),
+    M(gpufleet.inference.torch_verify), M(gpufleet.inference.venv_link_info), M(gpufleet.inference.arch_audit) and
+    M(gpufleet.inference.patch_rules).
   - The verify role's task. First the check groups of O(checks), on the controller - the types of one entry point of
     a role's argument spec (read from its file once per process) and the caller's value rules, rendered into
     messages. A type error or a message fails the task before anything is read on the host, with the wording of
@@ -82,7 +86,7 @@ seealso:
 
 EXAMPLES = r'''
 - name: Verify the active venv
-  gpufleet.inference.verify_venv:
+  gpufleet.inference.verify_host:
     checks:
       - spec: "{{ role_path }}/meta/argument_specs.yml"
         entry_point: main

@@ -5,8 +5,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.inference.plugins.filter.inputs import (
-    FilterModule,
+from ansible_collections.gpufleet.inference.plugins.filter.inputs import FilterModule
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
     expect_errors,
     list_errors,
     patch_rule_errors,

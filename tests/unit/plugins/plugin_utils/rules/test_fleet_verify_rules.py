@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The value rules of the playbooks' and the verify role's inputs (plugin_utils value_rules):
+"""The value rules of the playbooks' and the verify role's inputs (plugin_utils/rules/fleet.py, verify.py):
 the messages name the variable, what it may be and what it was; a value of the wrong
 type is left to the type check."""
 
@@ -9,8 +9,9 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import (
-    fleet_validate, rule_errors, verify_main)
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.fleet import fleet_validate
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.verify import verify_main
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
 
 FLEET = {"gpufleet_venv_link": "~/ml-env", "gpufleet_keep_previous_venvs": 2, "gpufleet_collectives_sizes_mib": [1, 16, 64],
          "gpufleet_expect": {}, "gpufleet_textfile_dir": "", "gpufleet_outlier_ratio": 0.9, "gpufleet_min_free_gib": 20,

@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Action plugin gpufleet.inference.verify_venv: the verify role's checks, the
+"""Action plugin gpufleet.inference.verify_host: the verify role's checks, the
 verification and its summary in one task.
 
 A fleet verification used to cost the controller six tasks per host (the
@@ -101,7 +101,7 @@ def load_options(path, entry_point):
             _SPECS[key] = (yaml.load(f, Loader=_Loader) or {}).get("argument_specs") or {}
     specs = _SPECS[key]
     if entry_point not in specs:
-        raise AnsibleActionFail("verify_venv: %s has no entry point %r" % (path, entry_point))
+        raise AnsibleActionFail("verify_host: %s has no entry point %r" % (path, entry_point))
     return specs[entry_point].get("options") or {}
 
 
@@ -188,7 +188,7 @@ class ActionModule(ActionBase):
         type_errors, errors = [], []
         for group in checks or []:
             if not isinstance(group, dict) or not ("spec" in group or "role" in group):
-                raise AnsibleActionFail("verify_venv: each of checks must be a dict with role or spec (got %r)"
+                raise AnsibleActionFail("verify_host: each of checks must be a dict with role or spec (got %r)"
                                         % (group,))
             entry_point = group.get("entry_point", "main")
             options = load_options(group.get("spec") or role_spec(group["role"]), entry_point)
@@ -200,7 +200,7 @@ class ActionModule(ActionBase):
             type_errors.extend(str(e) for e in validated.errors.messages)
             listed = group.get("errors") or []
             if not isinstance(listed, list) or not all(isinstance(e, str) for e in listed):
-                raise AnsibleActionFail("verify_venv: the errors of a check group must be a list of messages")
+                raise AnsibleActionFail("verify_host: the errors of a check group must be a list of messages")
             if group.get("role"):
                 # the role's value rules (plugin_utils value_rules), on the values just checked
                 errors.extend(rule_errors(group["role"], entry_point, provided))
@@ -222,7 +222,7 @@ class ActionModule(ActionBase):
     def _role_options(self, role, task_vars):
         """torch_verify's options from a role's variables (ROLE_OPTIONS)."""
         if role not in ROLE_OPTIONS:
-            raise AnsibleActionFail("verify_venv: from_role must be one of %s (got %r)" % (", ".join(ROLE_OPTIONS), role))
+            raise AnsibleActionFail("verify_host: from_role must be one of %s (got %r)" % (", ".join(ROLE_OPTIONS), role))
         options = {}
         for option, name, kind in ROLE_OPTIONS[role]:
             if name not in task_vars:
@@ -232,7 +232,7 @@ class ActionModule(ActionBase):
                 options[option] = _convert(value, kind)
             except (TypeError, ValueError) as exc:
                 words = {bool: "true or false", int: "an integer", str: "a string"}[kind]
-                raise AnsibleActionFail("verify_venv: %s must be %s (got %r): %s" % (name, words, value, exc))
+                raise AnsibleActionFail("verify_host: %s must be %s (got %r): %s" % (name, words, value, exc))
         return options
 
     def _writable(self, dirs, task_vars):
@@ -258,7 +258,7 @@ class ActionModule(ActionBase):
         args = self._task.args
         verify = dict(args.get("verify") or {})
         if not verify.get("link") and not args.get("from_role"):
-            raise AnsibleActionFail("verify_venv: verify.link (the stable path) is required")
+            raise AnsibleActionFail("verify_host: verify.link (the stable path) is required")
         msg, errors = self._check(args.get("checks"), task_vars)
         if msg:
             result.update(failed=True, msg=msg, argument_errors=errors)
@@ -266,7 +266,7 @@ class ActionModule(ActionBase):
         if args.get("from_role"):
             verify = dict(self._role_options(args["from_role"], task_vars), **verify)
             if not verify.get("link"):
-                raise AnsibleActionFail("verify_venv: the stable path (verify_venv_link) is required")
+                raise AnsibleActionFail("verify_host: the stable path (verify_venv_link) is required")
         try:
             errors = self._writable(args.get("writable_dirs"), task_vars)
             if errors:

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Action plugin verify_venv: checks, verification and summary in one task."""
+"""Action plugin verify_host: checks, verification and summary in one task."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,8 +13,8 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
 from ansible.template import Templar
 
-from ansible_collections.gpufleet.inference.plugins.action import verify_venv
-from ansible_collections.gpufleet.inference.plugins.action.verify_venv import ActionModule, summarize
+from ansible_collections.gpufleet.inference.plugins.action import verify_host
+from ansible_collections.gpufleet.inference.plugins.action.verify_host import ActionModule, summarize
 
 SPEC = """argument_specs:
   main:
@@ -82,17 +82,17 @@ def test_summary_of_a_failed_and_of_a_check_mode_verification():
 
 def test_a_verification_that_did_not_pass_does_not_fail_the_task():
     act, calls = action({"verify": {"link": "~/ml-env"}},
-                        {verify_venv.MODULE: dict(GOOD, failed=True, msg="wrong torch")})
+                        {verify_host.MODULE: dict(GOOD, failed=True, msg="wrong torch")})
     res = act.run(task_vars={})
     assert not res.get("failed")
     assert res["verify_failed"] is True and res["passed"] is False
     assert res["fail_message"] == "verification of /v/b failed: wrong torch"
-    assert [c[0] for c in calls] == [verify_venv.MODULE]
+    assert [c[0] for c in calls] == [verify_host.MODULE]
 
 
 def test_a_host_lost_during_the_verification_is_summarized_not_dropped():
     act, dummy = action({"verify": {"link": "~/ml-env"}},
-                        {verify_venv.MODULE: AnsibleConnectionFailure("ssh: connect to host: Connection refused")})
+                        {verify_host.MODULE: AnsibleConnectionFailure("ssh: connect to host: Connection refused")})
     res = act.run(task_vars={})
     assert not res.get("failed") and "unreachable" not in res
     assert res["host_unreachable"] is True and res["passed"] is False
@@ -101,7 +101,7 @@ def test_a_host_lost_during_the_verification_is_summarized_not_dropped():
 
 def test_a_bad_input_fails_before_the_host_is_read(spec):
     act, calls = action({"checks": [{"spec": spec, "errors": ["", "keep must be >= 0 (got -1)"]}],
-                         "verify": {"link": "~/ml-env"}}, {verify_venv.MODULE: GOOD})
+                         "verify": {"link": "~/ml-env"}}, {verify_host.MODULE: GOOD})
     res = act.run(task_vars={"keep": -1})
     assert res["failed"] and res["msg"] == "keep must be >= 0 (got -1)"
     assert calls == []
@@ -109,7 +109,7 @@ def test_a_bad_input_fails_before_the_host_is_read(spec):
 
 def test_type_errors_of_every_group_come_first(spec):
     act, calls = action({"checks": [{"spec": spec, "errors": ["a rule (got x)"]}, {"spec": spec, "errors": []}],
-                         "verify": {"link": "~/ml-env"}}, {verify_venv.MODULE: GOOD})
+                         "verify": {"link": "~/ml-env"}}, {verify_host.MODULE: GOOD})
     res = act.run(task_vars={"smoke": "maybe"})
     lines = res["msg"].splitlines()
     assert lines[0] == "Validation of arguments failed:"
@@ -132,7 +132,7 @@ def test_an_unknown_entry_point_is_an_error(spec):
 def test_a_directory_that_must_be_writable_is_checked_on_the_host(stat, why):
     act, calls = action({"writable_dirs": {"gpufleet_textfile_dir": "/srv/metrics", "other": ""},
                          "verify": {"link": "~/ml-env"}},
-                        {"ansible.builtin.stat": {"stat": stat}, verify_venv.MODULE: GOOD})
+                        {"ansible.builtin.stat": {"stat": stat}, verify_host.MODULE: GOOD})
     res = act.run(task_vars={"ansible_user": "deploy"})
     assert res["failed"]
     assert res["msg"] == ("gpufleet_textfile_dir must be an existing directory that deploy can write "
@@ -144,37 +144,37 @@ def test_a_directory_that_must_be_writable_is_checked_on_the_host(stat, why):
 def test_a_writable_directory_passes_on_to_the_verification():
     act, calls = action({"writable_dirs": {"gpufleet_textfile_dir": "/srv/metrics"}, "verify": {"link": "~/ml-env"}},
                         {"ansible.builtin.stat": {"stat": {"exists": True, "isdir": True, "writeable": True}},
-                         verify_venv.MODULE: GOOD})
+                         verify_host.MODULE: GOOD})
     res = act.run(task_vars={})
     assert res["passed"] is True
-    assert [c[0] for c in calls] == ["ansible.builtin.stat", verify_venv.MODULE]
+    assert [c[0] for c in calls] == ["ansible.builtin.stat", verify_host.MODULE]
 
 
 def test_the_fast_paths_deploy_key_must_be_the_verified_venvs():
-    act, dummy = action({"verify": {"link": "~/ml-env"}, "deploy_key": "d"}, {verify_venv.MODULE: GOOD})
+    act, dummy = action({"verify": {"link": "~/ml-env"}, "deploy_key": "d"}, {verify_host.MODULE: GOOD})
     res = act.run(task_vars={"inventory_hostname": "sbx1"})
     assert res["passed"] is True and res["msg"].startswith("deploy key d is already active (/v/b)")
-    act, dummy = action({"verify": {"link": "~/ml-env"}, "deploy_key": "other"}, {verify_venv.MODULE: GOOD})
+    act, dummy = action({"verify": {"link": "~/ml-env"}, "deploy_key": "other"}, {verify_host.MODULE: GOOD})
     res = act.run(task_vars={"inventory_hostname": "sbx1"})
     assert not res.get("failed") and res["passed"] is False
     assert res["fail_message"] == ("the active venv changed after sbx1 was reached (another run?): /v/b does not "
                                    "carry deploy key other; nothing was changed, re-run.")
     # a verification that did not pass keeps its own message
     act, dummy = action({"verify": {"link": "~/ml-env"}, "deploy_key": "other"},
-                        {verify_venv.MODULE: dict(GOOD, failed=True, msg="wrong torch")})
+                        {verify_host.MODULE: dict(GOOD, failed=True, msg="wrong torch")})
     res = act.run(task_vars={"inventory_hostname": "sbx1"})
     assert res["fail_message"] == "verification of /v/b failed: wrong torch"
 
 
 def test_a_check_group_that_names_a_role_reads_its_spec_and_value_rules():
     act, calls = action({"checks": [{"role": "fleet", "entry_point": "validate"}], "verify": {"link": "~/ml-env"}},
-                        {verify_venv.MODULE: GOOD})
+                        {verify_host.MODULE: GOOD})
     res = act.run(task_vars={"gpufleet_keep_previous_venvs": -1, "gpufleet_outlier_ratio": 0.5,
                              "gpufleet_textfile_dir": "", "gpufleet_collectives_sizes_mib": [1, 16, 64]})
     assert res["failed"] and res["msg"] == "gpufleet_keep_previous_venvs must be an integer >= 0 (got -1)"
     assert calls == []
     act, calls = action({"checks": [{"role": "fleet", "entry_point": "validate"}], "verify": {"link": "~/ml-env"}},
-                        {verify_venv.MODULE: GOOD})
+                        {verify_host.MODULE: GOOD})
     res = act.run(task_vars={"gpufleet_keep_previous_venvs": "many"})
     assert res["failed"] and res["msg"].startswith("Validation of arguments failed:\n")
     assert "gpufleet_keep_previous_venvs" in res["msg"]
@@ -187,14 +187,14 @@ def test_the_modules_options_come_from_the_roles_variables_templated_once(spec):
                  "verify_collectives": False, "verify_collectives_sizes_mib": [1, 16], "verify_record_packages": True,
                  "verify_gpu_required": "yes"}
     act, calls = action({"checks": [{"role": "verify"}], "from_role": "verify",
-                         "verify": {"gpu": True, "markers": ["m.json"]}}, {verify_venv.MODULE: GOOD})
+                         "verify": {"gpu": True, "markers": ["m.json"]}}, {verify_host.MODULE: GOOD})
     templated = []
     real = act._templar.template
     act._templar = MagicMock()
     act._templar.template.side_effect = lambda value: templated.append(value) or real(value)
     res = act.run(task_vars=dict(role_vars))
     assert not res.get("failed"), res.get("msg")
-    assert calls == [(verify_venv.MODULE, {
+    assert calls == [(verify_host.MODULE, {
         "link": "~/ml-env", "venv": "", "adopt": False, "imports": ["flashinfer"], "smoke": True, "kernels": False,
         "kernel_tolerances": {}, "expect": {"consistent": True}, "timeout": 60, "collectives": False,
         "collectives_sizes_mib": [1, 16], "packages": True, "gpu_required": True, "gpu": True, "markers": ["m.json"]})]
@@ -203,7 +203,7 @@ def test_the_modules_options_come_from_the_roles_variables_templated_once(spec):
 
 
 def test_a_value_the_module_cannot_take_names_the_variable():
-    act, calls = action({"from_role": "verify"}, {verify_venv.MODULE: GOOD})
+    act, calls = action({"from_role": "verify"}, {verify_host.MODULE: GOOD})
     with pytest.raises(AnsibleActionFail, match="verify_timeout must be an integer"):
         act.run(task_vars={"verify_venv_link": "~/ml-env", "verify_timeout": "soon"})
     assert calls == []

@@ -1,0 +1,95 @@
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The flashinfer role's value rules: what its argument spec's types cannot
+express, as messages "<variable> must be <allowed> (got <value>)".
+
+Also nothing_changed, which the sgl_kernel rules share: the preflight that
+refuses an input has changed nothing, and says so."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.activate import passes_type
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
+    is_list, list_errors, number, show, type_name, url_errors)
+
+NOTHING_CHANGED = "nothing was changed."
+
+# a PEP 440 release, pre-release, post, dev and local part, as the indexes name the nightlies
+_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?(\+[a-z0-9.]+)?$")
+_LOCAL_RE = re.compile(r"\+.*$")
+_INDEX_RE = re.compile(r"^(https?|file)://")
+_DIGITS_RE = re.compile(r"^[0-9]+$")
+# what gpufleet.inference.uv_venv and torch_nightly set, which the install reads
+_EARLIER_ROLES = ("uv_venv_dir", "uv_venv_python", "uv_venv_bin", "torch_nightly_constraints_file")
+
+
+def nothing_changed(errors):
+    """ERRORS, said to have changed nothing when there are any."""
+    return errors + [NOTHING_CHANGED] if errors else errors
+
+
+def flashinfer_pins(values):
+    """Package -> version, as the preflight's flashinfer_pins: flashinfer_version for each of
+    flashinfer_packages, flashinfer_versions over it. None where the two are not a list of names and a
+    dict (the list and type checks report them)."""
+    packages = values.get("flashinfer_packages")
+    versions = values.get("flashinfer_versions")
+    if not (is_list(packages) and all(isinstance(p, str) for p in packages) and isinstance(versions, Mapping)):
+        return None
+    pins = dict.fromkeys(packages, values.get("flashinfer_version"))
+    pins.update(versions)
+    return pins
+
+
+def url_list_errors(values):
+    """URLs (a scheme and a host) and lists (a list, not a string that the list type would split at commas);
+    the default index is checked even with a wheelhouse, where it is not used."""
+    urls = values.get("flashinfer_index_urls")
+    errors = url_errors(urls, "flashinfer_index_urls") if is_list(urls) else []
+    errors += url_errors(values.get("flashinfer_default_index_url"), "flashinfer_default_index_url")
+    return errors + list_errors({name: values.get(name) for name in (
+        "flashinfer_packages", "flashinfer_index_urls", "flashinfer_guarded_packages")})
+
+
+def flashinfer_main(values):
+    """The flashinfer role's inputs, and the other roles' results it needs (uv_venv_*,
+    torch_nightly_constraints_file, uv_venv_remote_wheelhouse_dir: None where not set)."""
+    errors = url_list_errors(values)
+    if any(values.get(name) is None for name in _EARLIER_ROLES):
+        errors.append("uv_venv_* / torch_nightly_constraints_file are not set: run gpufleet.inference.uv_venv and "
+                      "torch_nightly before flashinfer")
+    pins = flashinfer_pins(values)
+    if pins is not None:
+        bad = dict((name, version) for name, version in pins.items() if not _VERSION_RE.match(str(version)))
+        if bad:
+            errors.append("flashinfer_version / flashinfer_versions must be versions like 0.6.5.dev20260307 "
+                          "(got %s)" % bad)
+        # one public version (the +cuXYZ local tag aside), compared as the unique filter does, ignoring case
+        if len(set(_LOCAL_RE.sub("", str(version)).lower() for version in pins.values())) != 1:
+            errors.append("flashinfer_version / flashinfer_versions must give the flashinfer packages one version "
+                          "(a mismatched jit-cache fails at import); got %s" % pins)
+    urls = values.get("flashinfer_index_urls")
+    if is_list(urls) and not url_errors(urls, "flashinfer_index_urls"):
+        # a scheme written in capitals, or file:/path: uv wants the scheme as it is written here
+        bad_urls = [str(url) for url in urls if not _INDEX_RE.match(str(url))]
+        if bad_urls:
+            errors.append("flashinfer_index_urls must be http(s):// or file:// URLs (got %s)" % ", ".join(bad_urls))
+    timeout = values.get("flashinfer_jit_warm_timeout")
+    if passes_type(timeout, "int") and not (_DIGITS_RE.match(str(timeout)) and number(timeout, 0, int) > 0):
+        errors.append("flashinfer_jit_warm_timeout must be a number of seconds > 0 (got %s)" % str(timeout))
+    environment = values.get("flashinfer_jit_environment")
+    if passes_type(environment, "dict") and not isinstance(environment, Mapping):
+        errors.append("flashinfer_jit_environment must be a dict of environment variables (got %s)"
+                      % type_name(environment))
+    if show(values.get("flashinfer_wheelhouse")) and values.get("uv_venv_remote_wheelhouse_dir") is None:
+        errors.append("flashinfer_wheelhouse must be '' unless gpufleet.inference.uv_venv pushed the wheelhouse "
+                      "(uv_venv_remote_wheelhouse_dir)")
+    return nothing_changed(errors)
+
+
+# entry point -> rules(values) -> [message]; the preflight entry point has the main one's options
+ENTRY_POINTS = {"main": flashinfer_main, "preflight": flashinfer_main}

@@ -1,0 +1,105 @@
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The torch_nightly role's value rules: what its argument spec's types cannot
+express, as messages "<variable> must be <allowed> (got <value>)".
+
+The role's preflight (tasks/preflight.yml) checks them with the types in one
+task (gpufleet.inference.check_vars, rules: torch_nightly.main). The rules
+also read uv_venv's results, which the preflight passes as context, None
+where uv_venv did not set them: uv_venv_dir, uv_venv_python, uv_venv_bin and
+uv_venv_remote_wheelhouse_dir. Whether the pins computed from the inputs are
+one nightly stack is the preflight's own task after it (filter
+nightly_pin_errors on torch_nightly_pins).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ansible_collections.gpufleet.inference.plugins.filter.nightly import nightly_date_valid
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import is_list, list_errors, url_errors
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.uv_venv import nothing_changed, text
+
+PACKAGES = ("torch", "torchvision", "torchaudio")
+_INDEX_RE = re.compile(r"^(https?|file)://")
+_LISTS = ("torch_nightly_packages", "torch_nightly_extra_index_urls", "torch_nightly_cuda_variants_allowed")
+
+
+def uv_venv_errors(values):
+    """uv_venv ran first: its facts are set (None where they are not)."""
+    venv = values.get("uv_venv_dir")
+    if isinstance(venv, str) and venv.startswith("/") and values.get("uv_venv_python") is not None \
+            and values.get("uv_venv_bin") is not None:
+        return []
+    return ["uv_venv_dir / uv_venv_python / uv_venv_bin are not set: run gpufleet.inference.uv_venv before "
+            "torch_nightly"]
+
+
+def url_list_errors(values):
+    """The index URLs (a scheme and a host), checked even with a wheelhouse,
+    where they are not used, and the lists (not a string that the list type
+    would split at commas)."""
+    errors = []
+    if "torch_nightly_index_url" in values:
+        errors += url_errors(values["torch_nightly_index_url"], "torch_nightly_index_url")
+    if is_list(values.get("torch_nightly_extra_index_urls")):
+        errors += url_errors(values["torch_nightly_extra_index_urls"], "torch_nightly_extra_index_urls")
+    errors += list_errors({name: values.get(name) for name in _LISTS})
+    return errors
+
+
+def unversioned(packages, versions, bases):
+    """The packages that neither torch_nightly_versions nor torch_nightly_version_base gives a version."""
+    given = [name for name, version in list(versions.items()) + list(bases.items()) if version]
+    return [str(name) for name in packages if name not in given]
+
+
+def _lists(values, urls):
+    """The list variables that are lists, by name: those the URL and list
+    messages named are left out, so that a variable gets one message."""
+    return {name: values.get(name) for name in _LISTS
+            if is_list(values.get(name)) and not any(message.startswith(name) for message in urls)}
+
+
+def torch_nightly_main(values):
+    """The torch_nightly role's inputs (the preflight entry point shares them)."""
+    urls = url_list_errors(values)
+    lists = _lists(values, urls)
+    errors = uv_venv_errors(values)
+    date = text(values, "torch_nightly_date")
+    if date is not None and not nightly_date_valid(date):
+        errors.append("torch_nightly_date must be a real date written YYYYMMDD (got '%s')" % date)
+    variant = text(values, "torch_nightly_cuda_variant")
+    allowed = lists.get("torch_nightly_cuda_variants_allowed")
+    if variant is not None and allowed is not None and values["torch_nightly_cuda_variant"] not in allowed:
+        errors.append("torch_nightly_cuda_variant must be one of %s (got '%s')"
+                      % (", ".join(str(v) for v in allowed), variant))
+    packages = lists.get("torch_nightly_packages")
+    if packages is not None and not ("torch" in packages and all(p in PACKAGES for p in packages)):
+        errors.append("torch_nightly_packages must list torch and only torch, torchvision, torchaudio (got %s)"
+                      % ", ".join(str(p) for p in packages))
+    versions, bases = values.get("torch_nightly_versions"), values.get("torch_nightly_version_base")
+    if packages is not None and isinstance(versions, Mapping) and isinstance(bases, Mapping):
+        missing = unversioned(packages, versions, bases)
+        if missing:
+            errors.append("torch_nightly_version_base / torch_nightly_versions must give every package of "
+                          "torch_nightly_packages a base or a full version (got none for %s)" % ", ".join(missing))
+    index = text(values, "torch_nightly_index_url")
+    if index is not None and not text(values, "torch_nightly_wheelhouse") and not _INDEX_RE.match(index) \
+            and not any(message.startswith("torch_nightly_index_url") for message in urls):
+        errors.append("torch_nightly_index_url must be an http(s):// or file:// URL (got '%s')" % index)
+    extra = lists.get("torch_nightly_extra_index_urls")
+    if extra is not None and not all(_INDEX_RE.match(str(url)) for url in extra):
+        errors.append("torch_nightly_extra_index_urls must be http(s):// or file:// URLs")
+    if text(values, "torch_nightly_index_password") and not text(values, "torch_nightly_index_username"):
+        errors.append("torch_nightly_index_username must be set when torch_nightly_index_password is")
+    if text(values, "torch_nightly_wheelhouse") and values.get("uv_venv_remote_wheelhouse_dir") is None:
+        errors.append("torch_nightly_wheelhouse must be '' unless gpufleet.inference.uv_venv pushed the wheelhouse "
+                      "(uv_venv_remote_wheelhouse_dir)")
+    return errors + nothing_changed(urls)
+
+
+# entry point -> rules(values) -> [message]
+ENTRY_POINTS = {"main": torch_nightly_main}

@@ -1,0 +1,44 @@
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The verify role's value rules (every entry point shares the main one's)."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
+    expect_errors, is_list, number, show, tolerance_errors, type_name)
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.fleet import LINK_RE
+
+_DIGITS_RE = re.compile(r"^[0-9]+$")
+
+
+def verify_main(values):
+    """The verify role's inputs (every entry point shares the main one's)."""
+    errors = []
+    link = values.get("verify_venv_link")
+    if not (isinstance(link, str) and LINK_RE.match(link)):
+        errors.append("verify_venv_link (gpufleet_venv_link) must be an absolute or ~/ path without spaces, "
+                      "not ending in / (got '%s')" % show(link))
+    venv = values.get("verify_venv")
+    if not (isinstance(venv, str) and (venv == "" or venv.startswith(("/", "~/")))):
+        errors.append("verify_venv must be '' (the active venv) or an absolute or ~/ path (got '%s')" % show(venv))
+    imports = values.get("verify_imports")
+    if not is_list(imports):
+        errors.append("verify_imports (gpufleet_verify_imports) must be a list of module names (got %s)"
+                      % type_name(imports))
+    timeout = values.get("verify_timeout")
+    if not (_DIGITS_RE.match(show(timeout)) and number(timeout, 0, int) > 0):
+        errors.append("verify_timeout must be a number of seconds > 0 (got %s)" % show(timeout))
+    memory = values.get("verify_busy_memory_mib", 2048)
+    if number(memory, 0, int) < 1:
+        errors.append("verify_busy_memory_mib (gpufleet_busy_memory_mib) must be a number of MiB > 0 (got %s)"
+                      % show(memory))
+    errors += expect_errors(values.get("verify_expect"), "verify_expect (gpufleet_expect)")
+    errors += tolerance_errors(values.get("verify_kernel_tolerances"),
+                               "verify_kernel_tolerances (gpufleet_kernel_tolerances)")
+    return errors
+
+
+ENTRY_POINTS = {"main": verify_main}
