@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Where every input is checked: the table of role variables in
+"""Every input and how it is checked: the table of role variables in
 docs/inputs.md (the fleet role's are the playbooks' gpufleet_* inputs), made
-from the roles' argument specs and their check files.
+from the roles' argument specs and their value rules.
 
     .venv/bin/python tools/inputs_table.py           # print the table
     .venv/bin/python tools/inputs_table.py --write   # put it into docs/inputs.md
@@ -10,11 +10,14 @@ from the roles' argument specs and their check files.
 The table lives between the markers <!-- inputs-table:start --> and
 <!-- inputs-table:end --> of docs/inputs.md; the text around them is kept.
 
-A variable counts as checked by a file when its name appears in one of the
-files that run before any change: each role's tasks/preflight.yml, and for
-the fleet role also tasks/validate.yml, hosts.yml and lock.yml. Its type (and
-choices) comes from the role's argument spec, which the preflight checks too.
-A variable found in none of them is listed as not checked.
+Inputs are checked one way: each role's preflight checks, in one task
+(gpufleet.inference.check_vars), the types of its meta/argument_specs.yml and
+its value rules, plugins/plugin_utils/rules/<role>.py (the fleet role's in
+validate.yml and, for the host pattern and the play keywords, hosts.yml). So
+a row has one answer: the value rules that judge the variable beyond its
+type, or "type only" where the type (and choices) is all there is to check.
+A variable counts as judged by its role's rules when the rules module names
+it.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The page that holds the table, relative to ROOT (an absolute path is taken as it is).
 DOC = os.path.join("docs", "inputs.md")
 START, END = "<!-- inputs-table:start -->", "<!-- inputs-table:end -->"
-# Files that check a role's inputs before any change, beyond its preflight.
-EXTRA_CHECKS = {"fleet": ["roles/fleet/tasks/validate.yml", "roles/fleet/tasks/hosts.yml", "roles/fleet/tasks/lock.yml"]}
+# Where a role's value rules are: plugins/plugin_utils/rules/<role>.py.
+RULES = os.path.join("plugins", "plugin_utils", "rules", "%s.py")
 
 
 def _read(path):
@@ -73,14 +76,10 @@ def role_rows():
     for spec_path in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml"))):
         role = spec_path.split(os.sep)[-3]
         options = role_options(role)
-        checks = ["roles/%s/tasks/preflight.yml" % role] + EXTRA_CHECKS.get(role, [])
-        # validate.yml type-checks every option of the fleet spec's entry point "validate"
-        typed = set(((_spec(role).get("validate") or {}).get("options") or {})) if role == "fleet" else set()
+        rules = RULES % role
         for name in sorted(options):
-            where = _mentions(name, checks)
-            if name in typed and "roles/fleet/tasks/validate.yml" not in where:
-                where = sorted(where + ["roles/fleet/tasks/validate.yml"])
-            rows.append((name, role, _kind(options[name]), where))
+            rows.append((name, role, _kind(options[name]), _mentions(name, [rules]) if os.path.exists(
+                os.path.join(ROOT, rules)) else []))
     # the playbooks' inputs (the fleet role's) first
     return sorted(rows, key=lambda r: (r[1] != "fleet", r[1], r[0]))
 
@@ -100,10 +99,9 @@ def public_names_read():
 
 
 def table():
-    lines = ["| variable | of | type (argument spec) | value checked before any change in |", "|---|---|---|---|"]
+    lines = ["| variable | of | type (argument spec) | value rules beyond the type |", "|---|---|---|---|"]
     for name, owner, kind, where in role_rows():
-        checked = ", ".join("`%s`" % w for w in where) if where else (
-            "argument spec only" if kind != "-" else "**not checked**")
+        checked = ", ".join("`%s`" % w for w in where) if where else "type only"
         lines.append("| `%s` | %s | %s | %s |" % (name, owner, kind.replace("|", "\\|"), checked))
     return "\n".join(lines) + "\n"
 

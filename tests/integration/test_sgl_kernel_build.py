@@ -209,7 +209,7 @@ def test_abi_break_names_both_torch_versions(tmp_path, repo):
     assert json.load(open(os.path.join(venv, "gpufleet-sgl_kernel.json")))["torch_version"] == "2.14.1"
     with open(pth, "w") as f:  # now the venv has torch 2.13.0
         f.write(site(cpu_venv) + "\n")
-    r = run_playbook(DEPLOY, inv, extra_vars=extra, tags="sgl_kernel_verify")
+    r = run_playbook(DEPLOY, inv, extra_vars=extra, tags="sgl_kernel_abi_check")
     assert r.rc != 0 and r.stats["localhost"]["failed"] == 1, r.out[-6000:]
     assert "undefined symbol" in r.out
     assert "built against torch 2.14.1 " in r.out and "the venv has torch 2.13.0+cpu" in r.out, r.out[-6000:]

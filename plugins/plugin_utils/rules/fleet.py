@@ -34,9 +34,25 @@ def play_keyword_errors(serial, max_fail):
     return errors
 
 
+def host_pattern_errors(values):
+    """gpufleet_hosts matches no host: a play would skip with "no hosts matched" and exit 0 having done nothing.
+
+    The context (hosts.yml) gives the hosts the pattern matched (fleet_hosts_matched), the inventory's groups
+    and sources and its number of hosts; without them there is nothing to judge."""
+    matched = values.get("fleet_hosts_matched")
+    if matched is None or (is_list(matched) and matched):
+        return []
+    groups = values.get("fleet_inventory_groups") or []
+    return ["gpufleet_hosts must be a host pattern that matches at least one host of the inventory (got '%s'); "
+            "the inventory %s has %s host(s)%s. Nothing was changed."
+            % (show(values.get("gpufleet_hosts")), ", ".join(values.get("fleet_inventory_sources") or []),
+               show(values.get("fleet_inventory_size", 0)), (" in the groups " + ", ".join(groups)) if groups else "")]
+
+
 def fleet_hosts(values):
-    """The play keywords, checked on the controller before a fleet play (entry point hosts)."""
-    return play_keyword_errors(values.get("gpufleet_serial", "100%"), values.get("gpufleet_max_fail_percentage", 100))
+    """On the controller before a fleet play (entry point hosts): the host pattern, then the play keywords."""
+    return host_pattern_errors(values) + play_keyword_errors(values.get("gpufleet_serial", "100%"),
+                                                             values.get("gpufleet_max_fail_percentage", 100))
 
 
 def hook_errors(hook, name):
@@ -74,7 +90,7 @@ def serving_errors(values):
 def fleet_validate(values):
     """The playbooks' inputs (the fleet role's entry point validate); the play
     keywords again, for runs under --limit, where the hosts check is skipped."""
-    errors = fleet_hosts(values)
+    errors = play_keyword_errors(values.get("gpufleet_serial", "100%"), values.get("gpufleet_max_fail_percentage", 100))
     link = values.get("gpufleet_venv_link")
     if isinstance(link, str) and not LINK_RE.match(link):
         errors.append("gpufleet_venv_link must be an absolute or ~/ path without spaces, not ending in / (got '%s')"
@@ -97,6 +113,11 @@ def fleet_validate(values):
     if textfile != "" and not (isinstance(textfile, str) and _ABSOLUTE_NO_SPACE_RE.match(textfile)):
         errors.append("gpufleet_textfile_dir must be an absolute path without spaces "
                       "(node_exporter's --collector.textfile.directory) (got '%s')" % show(textfile))
+    lock = values.get("gpufleet_host_lock_path")
+    if isinstance(lock, str) and (not lock.startswith("/") or any(c.isspace() for c in lock) or lock.rstrip("/") == ""):
+        # the same words as the host_lock action's own check, which runs first on deploy.yml and rollback.yml
+        errors.append("gpufleet_host_lock_path must be an absolute path without spaces, not / itself (got %r); "
+                      "the lock directory is made there as root (default /var/lock/gpufleet, on tmpfs)" % lock)
     ratio = values.get("gpufleet_outlier_ratio")
     if not 0 < number(ratio, -1.0) <= 1:
         errors.append("gpufleet_outlier_ratio must be a number > 0 and <= 1 (got %s)" % show(ratio))

@@ -37,7 +37,7 @@ _NUMBERS = (
     ("sgl_kernel_max_jobs", "int", lambda n: n >= 0, "an integer >= 0, 0 sizing the jobs from memory and cores"),
     ("sgl_kernel_build_timeout", "int", lambda n: n > 0, "a number of seconds > 0"),
     ("sgl_kernel_poll_interval", "int", lambda n: n > 0, "a number of seconds > 0"),
-    ("sgl_kernel_verify_timeout", "int", lambda n: n > 0, "a number of seconds > 0"),
+    ("sgl_kernel_abi_check_timeout", "int", lambda n: n > 0, "a number of seconds > 0"),
     ("sgl_kernel_log_tail_lines", "int", lambda n: n > 0, "an integer > 0"),
 )
 

@@ -15,16 +15,30 @@ nightly_pin_errors on torch_nightly_pins).
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping
 
-from ansible_collections.gpufleet.inference.plugins.filter.nightly import nightly_date_valid
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import is_list, list_errors, url_errors
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.uv_venv import nothing_changed, text
 
 PACKAGES = ("torch", "torchvision", "torchaudio")
 _INDEX_RE = re.compile(r"^(https?|file)://")
+_DATE_RE = re.compile(r"^\d{8}$")
 _LISTS = ("torch_nightly_packages", "torch_nightly_extra_index_urls", "torch_nightly_cuda_variants_allowed")
+
+
+def nightly_date_valid(value):
+    """True when VALUE is a real calendar date written YYYYMMDD (as the filter
+    gpufleet.inference.nightly_date_valid says)."""
+    value = str(value)
+    if not _DATE_RE.match(value):
+        return False
+    try:
+        datetime.datetime.strptime(value, "%Y%m%d")
+    except ValueError:
+        return False
+    return True
 
 
 def uv_venv_errors(values):

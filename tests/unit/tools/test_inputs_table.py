@@ -57,12 +57,17 @@ def test_every_role_option_and_playbook_input_has_a_row():
     options = {name for name, _owner, _kind, _where in inputs_table.role_rows()}
     assert options and options <= listed
     assert set(inputs_table.role_options("fleet")) <= listed
-    # the inputs are all checked somewhere before any change
-    assert not [r for r in rows if "**not checked**" in r]
+    # one answer per row: the role's own rules module, or the type alone
+    for row in rows:
+        name, owner, answer = re.match(r"^\| `([a-z0-9_]+)` \| ([a-z_]+) \| .* \| ([^|]+) \|$", row).groups()
+        assert answer.strip() in ("type only", "`plugins/plugin_utils/rules/%s.py`" % owner), row
+    # a URL, a path or a directory has a shape to check beyond its type
+    shaped = [r for r in rows if re.match(r"^\| `[a-z0-9_]+_(url|urls|path|prefix)` \|", r) and r.endswith("type only |")]
+    assert shaped == []
 
 
 def test_a_name_is_matched_whole(tmp_path, monkeypatch):
-    (tmp_path / "a.yml").write_text("sgl_kernel_verify_timeout | int > 0\n")
+    (tmp_path / "a.yml").write_text("sgl_kernel_abi_check_timeout | int > 0\n")
     monkeypatch.setattr(inputs_table, "ROOT", str(tmp_path))
-    assert inputs_table._mentions("sgl_kernel_verify", ["a.yml"]) == []  # pylint: disable=protected-access
-    assert inputs_table._mentions("sgl_kernel_verify_timeout", ["a.yml"]) == ["a.yml"]  # pylint: disable=protected-access
+    assert inputs_table._mentions("sgl_kernel_abi_check", ["a.yml"]) == []  # pylint: disable=protected-access
+    assert inputs_table._mentions("sgl_kernel_abi_check_timeout", ["a.yml"]) == ["a.yml"]  # pylint: disable=protected-access

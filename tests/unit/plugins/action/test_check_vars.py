@@ -80,5 +80,23 @@ def test_a_roles_value_rules_run_on_the_same_values_before_the_callers_messages(
 
 
 def test_unknown_rules_are_an_error():
-    with pytest.raises(AnsibleError, match="rules must be one of fleet.hosts, fleet.validate, verify.main"):
+    # every role's main entry point has rules, and the message lists them all
+    with pytest.raises(AnsibleError, match=r"rules must be one of (\S+, )*fleet\.validate, (\S+, )*uv_venv\.main.*got 'nope'"):
         run({"argument_spec": SPEC, "rules": "nope"})
+
+
+def test_the_context_reaches_the_rules_but_not_the_type_check():
+    # torch_nightly's rules read another role's results (uv_venv_dir): given in
+    # the context, never type-checked, and a missing one is named
+    with pytest.raises(AnsibleError, match="context must be a dict"):
+        run({"argument_spec": {}, "rules": "flashinfer.main", "context": ["x"]})
+    unset = "uv_venv_* / torch_nightly_constraints_file are not set"
+    alone = run({"argument_spec": {}, "rules": "flashinfer.main", "context": {}})
+    assert alone["failed"] and any(unset in e for e in alone["argument_errors"])
+    ran = {"uv_venv_dir": "/home/deploy/ml-env-abc", "uv_venv_python": "/home/deploy/ml-env-abc/bin/python",
+           "uv_venv_bin": "/usr/local/bin/uv", "torch_nightly_constraints_file": "/home/deploy/c.txt",
+           # a context value of any type: the spec does not name it, so no type error
+           "uv_venv_remote_wheelhouse_dir": None}
+    after = run({"argument_spec": {}, "rules": "flashinfer.main", "context": ran})
+    assert not any(unset in e for e in after.get("argument_errors", []))
+    assert not any("uv_venv_remote_wheelhouse_dir" in e and "type" in e for e in after.get("argument_errors", []))

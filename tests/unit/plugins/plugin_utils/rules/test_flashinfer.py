@@ -46,7 +46,8 @@ PINS = "{'flashinfer-python': '%s', 'flashinfer-cubin': '%s', 'flashinfer-jit-ca
 def test_the_defaults_pass():
     # the template-free defaults hold what the rules read
     assert {"flashinfer_version", "flashinfer_packages", "flashinfer_versions", "flashinfer_index_urls",
-            "flashinfer_default_index_url", "flashinfer_guarded_packages", "flashinfer_jit_warm_timeout"} <= set(DEFAULTS)
+            "flashinfer_default_index_url", "flashinfer_guarded_packages",
+            "flashinfer_jit_warm_timeout"} <= set(DEFAULTS)
     assert flashinfer_main(GOOD) == []
     for entry_point in ("main", "preflight"):
         assert rule_errors("flashinfer", entry_point, GOOD) == []
@@ -67,7 +68,8 @@ def test_the_defaults_pass():
      "(got 'pypi.org/simple')"),
     ({"flashinfer_packages": "flashinfer-python,flashinfer-cubin"},
      "flashinfer_packages must be a list (got string 'flashinfer-python,flashinfer-cubin')"),
-    ({"flashinfer_guarded_packages": ["torch", 1]}, "flashinfer_guarded_packages must be a list of strings (got number 1)"),
+    ({"flashinfer_guarded_packages": ["torch", 1]},
+     "flashinfer_guarded_packages must be a list of strings (got number 1)"),
     # uv_venv and torch_nightly ran first
     ({"uv_venv_dir": None}, "uv_venv_* / torch_nightly_constraints_file are not set: run gpufleet.inference.uv_venv "
                             "and torch_nightly before flashinfer"),

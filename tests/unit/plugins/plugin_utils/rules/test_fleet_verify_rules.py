@@ -202,3 +202,30 @@ def test_the_serving_messages_follow_the_others_in_order():
 def test_the_verify_roles_busy_threshold(value, message):
     assert verify_main(dict(VERIFY, verify_busy_memory_mib=value)) == [message]
     assert verify_main(dict(VERIFY, verify_busy_memory_mib=1)) == []
+
+
+def test_a_host_pattern_that_matches_nothing_is_named_with_the_inventory():
+    from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.fleet import fleet_hosts
+    context = {"gpufleet_hosts": "gpu*", "fleet_hosts_matched": [], "fleet_inventory_groups": ["sandbox"],
+               "fleet_inventory_sources": ["/inv/hosts.yml"], "fleet_inventory_size": 3,
+               "gpufleet_serial": 0, "gpufleet_max_fail_percentage": 100}
+    errors = fleet_hosts(context)
+    assert errors[0] == ("gpufleet_hosts must be a host pattern that matches at least one host of the inventory "
+                         "(got 'gpu*'); the inventory /inv/hosts.yml has 3 host(s) in the groups sandbox. "
+                         "Nothing was changed.")
+    # the play keywords are judged in the same task
+    assert errors[1].startswith("gpufleet_serial must be")
+    assert fleet_hosts(dict(context, fleet_hosts_matched=["sbx1"], gpufleet_serial=1)) == []
+    # an empty inventory has no groups to name
+    assert fleet_hosts(dict(context, fleet_inventory_groups=[], fleet_inventory_size=0, gpufleet_serial=1))[0].endswith(
+        "has 0 host(s). Nothing was changed.")
+    # the per-host validation has no inventory context: the pattern is not judged there
+    assert rule_errors("fleet", "validate", dict(FLEET, gpufleet_hosts="gpu*")) == []
+
+
+@pytest.mark.parametrize("path", ["relative/lock", "/var/lock/gp fleet", "/", "//"])
+def test_a_host_lock_path_that_is_not_absolute_or_is_the_root_is_refused(path):
+    assert fleet_validate(dict(FLEET, gpufleet_host_lock_path=path)) == [
+        "gpufleet_host_lock_path must be an absolute path without spaces, not / itself (got %r); the lock directory "
+        "is made there as root (default /var/lock/gpufleet, on tmpfs)" % path]
+    assert fleet_validate(dict(FLEET, gpufleet_host_lock_path="/run/lock/gpufleet")) == []

@@ -101,9 +101,10 @@ def test_the_defaults_pass():
      ["sgl_kernel_max_jobs must be an integer >= 0, 0 sizing the jobs from memory and cores (got -1)"]),
     ({"sgl_kernel_build_timeout": 0}, ["sgl_kernel_build_timeout must be a number of seconds > 0 (got 0)"]),
     ({"sgl_kernel_poll_interval": "0"}, ["sgl_kernel_poll_interval must be a number of seconds > 0 (got 0)"]),
-    ({"sgl_kernel_verify_timeout": -300}, ["sgl_kernel_verify_timeout must be a number of seconds > 0 (got -300)"]),
+    ({"sgl_kernel_abi_check_timeout": -300}, ["sgl_kernel_abi_check_timeout must be a number of seconds > 0 (got -300)"]),
     ({"sgl_kernel_log_tail_lines": 0}, ["sgl_kernel_log_tail_lines must be an integer > 0 (got 0)"]),
-    ({"sgl_kernel_build_env": "MAX_JOBS=4"}, ["sgl_kernel_build_env must be a dict of environment variables (got str)"]),
+    ({"sgl_kernel_build_env": "MAX_JOBS=4"},
+     ["sgl_kernel_build_env must be a dict of environment variables (got str)"]),
     # the builders' group: one of the inventory's
     ({"sgl_kernel_builders_group": "gpu_builders"},
      ["sgl_kernel_builders_group must name a group of the inventory, one of h200, rtx_pro_6000 (got 'gpu_builders')"]),
@@ -137,7 +138,8 @@ def test_each_rule_names_the_variable_and_the_value(changes, messages):
     {"sgl_kernel_source": "local", "sgl_kernel_local_dir": "/srv/fixtures", "sgl_kernel_subdir": "sgl_kernel_fixture"},
     {"sgl_kernel_arch_list": "12.0a;9.0a+PTX"}, {"sgl_kernel_arch_list": ["10.0f", "8.9"]},
     # a CPU build: no arch list needed, and none checked against the targets
-    {"sgl_kernel_cuda": False, "sgl_kernel_arch_list": []}, {"sgl_kernel_cuda": False, "sgl_kernel_arch_list": ["9.1a"]},
+    {"sgl_kernel_cuda": False, "sgl_kernel_arch_list": []},
+    {"sgl_kernel_cuda": False, "sgl_kernel_arch_list": ["9.1a"]},
     {"sgl_kernel_compile_threads": "4"}, {"sgl_kernel_max_jobs": 0}, {"sgl_kernel_reserve_gb": 0},
     # the default group may be absent; another must be in the inventory
     {"sgl_kernel_builders_group": "sgl_kernel_builders", "groups": ["all", "ungrouped"]},
@@ -148,8 +150,8 @@ def test_a_value_of_another_type_or_a_good_one_passes(changes):
 
 
 def test_every_group_of_rules_in_the_order_of_the_old_tasks_and_nothing_changed_once():
-    assert sgl_kernel_main(dict(GOOD, sgl_kernel_cmake_args="-DX=1", sgl_kernel_subdir="/abs",
-                                sgl_kernel_max_jobs=-1, sgl_kernel_patch_rules_extra=[dict(PATCH_RULE, insert_after="x")])) == [
+    assert sgl_kernel_main(dict(GOOD, sgl_kernel_cmake_args="-DX=1", sgl_kernel_subdir="/abs", sgl_kernel_max_jobs=-1,
+                                sgl_kernel_patch_rules_extra=[dict(PATCH_RULE, insert_after="x")])) == [
         "sgl_kernel_cmake_args must be a list (got string '-DX=1')",
         "sgl_kernel_subdir must be a relative path without '..' (got '/abs')",
         "sgl_kernel_max_jobs must be an integer >= 0, 0 sizing the jobs from memory and cores (got -1)",

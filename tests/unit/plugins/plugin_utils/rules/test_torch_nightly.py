@@ -14,7 +14,9 @@ import yaml
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.torch_nightly import torch_nightly_main
+from ansible_collections.gpufleet.inference.plugins.filter.nightly import nightly_date_valid as filter_date_valid
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.torch_nightly import (
+    nightly_date_valid, torch_nightly_main)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
 
 ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "..", "roles", "torch_nightly")
@@ -153,3 +155,10 @@ def test_every_message_at_once_the_url_and_list_ones_last():
     assert [e.split(" ")[0] for e in errors] == [
         "uv_venv_dir", "torch_nightly_date", "torch_nightly_index_url", "torch_nightly_packages"]
     assert errors[3].endswith("; nothing was changed.") and not errors[2].endswith("nothing was changed.")
+
+
+@pytest.mark.parametrize("date", ["20260307", 20260307, "20240229", "20250229", "20261301", "2026030", "202603070",
+                                  "2026-03-07", "", None, "２０２６０３０７"])
+def test_the_date_rule_says_what_the_filter_says(date):
+    assert nightly_date_valid(date) == filter_date_valid(date)
+    assert nightly_date_valid(date) is (date in ("20260307", 20260307, "20240229"))
