@@ -1,168 +1,35 @@
 # Copyright: gpufleet.inference contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters for pinned PyTorch nightly stacks and uv's package plans.
-
-Pure functions, no I/O: the roles feed them strings that uv printed or that the
-inventory gave, and assert on the result before anything is changed.
-"""
+"""Filters for pinned PyTorch nightly stacks and uv's package plans: thin
+wrappers over plugin_utils/nightly.py, where the logic is."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import datetime
-import re
-
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.inference.plugins.module_utils.freeze import canonical_name, parse_freeze
-
-# PEP 440 public version (the subset wheels use) with an optional local tag.
-_VERSION_RE = re.compile(
-    r"^(?P<base>\d+(?:\.\d+)*)"
-    r"(?P<pre>(?:a|b|rc)\d+)?"
-    r"(?P<post>\.post\d+)?"
-    r"(?:\.dev(?P<dev>\d+))?"
-    r"(?:\+(?P<local>[a-z0-9]+(?:[._][a-z0-9]+)*))?$",
-    re.IGNORECASE,
-)
-_DATE_RE = re.compile(r"^\d{8}$")
-# " + name==version" / " - name==version" lines of `uv pip install --dry-run`.
-_PLAN_RE = re.compile(r"^\s*([+-])\s+([A-Za-z0-9._-]+)==(\S+)\s*$")
-# uv's resolver explanation: "... NAME[spec] depends on torch==X ...".
-_CONFLICT_RE = re.compile(
-    r"(?<![\w.+-])(?P<pkg>[A-Za-z0-9][A-Za-z0-9._-]*?)(?P<spec>(?:[<>=!~]=?)[^\s,]*)?"
-    r" depends? on (?P<dep>[A-Za-z0-9][A-Za-z0-9._-]*?)(?P<want>(?:[<>=!~]=?)[^\s,]*)?(?=[\s,.]|$)"
-)
-
-
-def nightly_date_valid(value):
-    """True when value is a real calendar date written YYYYMMDD."""
-    value = str(value)
-    if not _DATE_RE.match(value):
-        return False
-    try:
-        datetime.datetime.strptime(value, "%Y%m%d")
-    except ValueError:
-        return False
-    return True
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import nightly
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import (
+    nightly_date_valid, nightly_pin_errors, uv_dry_run_changes, uv_freeze_apply, uv_freeze_parse,
+    uv_requirement_conflicts)
 
 
 def nightly_version_parse(version):
     """Split a wheel version: base, nightly date, local tag, public version."""
-    text = str(version).strip()
-    match = _VERSION_RE.match(text)
-    if not match:
-        raise AnsibleFilterError("not a PEP 440 version: %r" % (text,))
-    public = text.split("+", 1)[0]
-    dev = match.group("dev")
-    date = dev if dev and nightly_date_valid(dev) else ""
-    return {
-        "version": text,
-        "public": public,
-        "base": match.group("base"),
-        "dev": dev or "",
-        "date": date,
-        "nightly": bool(date),
-        "local": (match.group("local") or "").lower(),
-    }
+    try:
+        return nightly.nightly_version_parse(version)
+    except nightly.NightlyInputError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
 
 
 def nightly_pins(packages, date, bases, cuda_variant, versions=None):
     """Full pin per package: an explicit version wins, else BASE.devDATE+VARIANT."""
-    versions = versions or {}
-    bases = bases or {}
-    pins = {}
-    for name in packages:
-        if versions.get(name):
-            pins[name] = str(versions[name])
-        elif bases.get(name):
-            local = "+%s" % cuda_variant if cuda_variant else ""
-            pins[name] = "%s.dev%s%s" % (bases[name], date, local)
-        else:
-            raise AnsibleFilterError(
-                "no version for %s: give torch_nightly_versions.%s or torch_nightly_version_base.%s"
-                % (name, name, name))
-    return pins
-
-
-def nightly_pin_errors(pins, cuda_variant=None):
-    """Reasons a set of pins is not one coherent nightly stack ([] when fine).
-
-    Nightly torch, torchvision and torchaudio only work together when built the
-    same day, so every nightly pin must carry the same date; every pin with a
-    local tag must carry the requested CUDA variant.
-    """
-    errors = []
-    dates = {}
-    for name in sorted(pins):
-        try:
-            parsed = nightly_version_parse(pins[name])
-        except AnsibleFilterError as exc:
-            errors.append("%s: %s" % (name, exc))
-            continue
-        if parsed["dev"] and not parsed["date"]:
-            errors.append("%s==%s: dev number %s is not a YYYYMMDD date"
-                          % (name, pins[name], parsed["dev"]))
-        if parsed["date"]:
-            dates.setdefault(parsed["date"], []).append(name)
-        if cuda_variant and parsed["local"] and parsed["local"] != cuda_variant:
-            errors.append("%s==%s: local tag +%s is not the CUDA variant %s"
-                          % (name, pins[name], parsed["local"], cuda_variant))
-    if len(dates) > 1:
-        errors.append("nightly pins from different dates: %s" % "; ".join(
-            "%s: %s" % (date, ", ".join(names)) for date, names in sorted(dates.items())))
-    elif dates and len(dates[list(dates)[0]]) != len(pins):
-        undated = sorted(set(pins) - set(dates[list(dates)[0]]))
-        errors.append("mixing nightly and release pins: %s not nightly" % ", ".join(undated))
-    return errors
-
-
-def uv_freeze_parse(text):
-    """`uv pip freeze` output -> {canonical name: version}: module_utils freeze's
-    parse_freeze (name==version and name===version; editables, direct references
-    name @ url, options and comments skipped)."""
-    return parse_freeze(text)
-
-
-def uv_dry_run_changes(text):
-    """`uv pip install --dry-run` output -> {install: {...}, remove: {...}}."""
-    install, remove = {}, {}
-    for line in str(text or "").splitlines():
-        match = _PLAN_RE.match(line)
-        if not match:
-            continue
-        target = install if match.group(1) == "+" else remove
-        target[canonical_name(match.group(2))] = match.group(3)
-    return {"install": install, "remove": remove,
-            "pending": bool(install or remove)}
-
-
-def uv_freeze_apply(current, changes):
-    """Freeze text (sorted name==version lines) after applying a dry-run plan."""
-    if not isinstance(current, dict):
-        current = uv_freeze_parse(current)
-    state = dict(current)
-    for name in changes.get("remove", {}):
-        state.pop(canonical_name(name), None)
-    for name, version in changes.get("install", {}).items():
-        state[canonical_name(name)] = version
-    return "".join("%s==%s\n" % (name, state[name]) for name in sorted(state))
-
-
-def uv_requirement_conflicts(text, guarded=("torch", "torchvision", "torchaudio")):
-    """Who asked for another torch: [{package, wants}] from uv's resolver error."""
-    guarded = set(canonical_name(name) for name in guarded)
-    found = []
-    for match in _CONFLICT_RE.finditer(str(text or "")):
-        dep = canonical_name(match.group("dep"))
-        pkg = canonical_name(match.group("pkg"))
-        if dep in guarded and pkg not in guarded:
-            item = {"package": pkg, "wants": dep + (match.group("want") or "").rstrip(".")}
-            if item not in found:
-                found.append(item)
-    return found
+    try:
+        return nightly.nightly_pins(packages, date, bases, cuda_variant, versions)
+    except nightly.NightlyInputError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
 
 
 class FilterModule(object):

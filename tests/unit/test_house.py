@@ -53,7 +53,7 @@ def _setters():
 
     for path in _yaml_files():
         if "/tasks/" in path or path.startswith("playbooks/"):
-            with open(os.path.join(ROOT, path)) as handle:
+            with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
                 walk(yaml.safe_load(handle), path)
     return found
 
@@ -61,7 +61,7 @@ def _setters():
 def _texts():
     texts = {}
     for path in _yaml_files():
-        with open(os.path.join(ROOT, path)) as handle:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
             texts[path] = "\n".join(line.split(" #", 1)[0] for line in handle.read().splitlines()
                                     if not line.lstrip().startswith("#"))
     return texts
@@ -78,7 +78,7 @@ TEXTS = _texts()
 
 def _named_results():
     """The fleet README's table of named results: name -> the row's text."""
-    with open(os.path.join(ROOT, "roles", "fleet", "README.md")) as handle:
+    with open(os.path.join(ROOT, "roles", "fleet", "README.md"), encoding="utf-8") as handle:
         text = handle.read()
     section = text.split("## Named results", 1)[1].split("\n## ", 1)[0]
     rows = {}
@@ -149,7 +149,7 @@ def test_nothing_imports_a_filter():
         for name in names:
             if name.endswith(".py"):
                 path = os.path.join(folder, name)
-                with open(path) as handle:
+                with open(path, encoding="utf-8") as handle:
                     if re.search(r"^\s*from\s+\S*plugins\.filter\b|^\s*import\s+\S*plugins\.filter\b",
                                  handle.read(), re.M):
                         importers.append(os.path.relpath(path, ROOT))
@@ -157,7 +157,7 @@ def test_nothing_imports_a_filter():
 
 
 def _routes():
-    with open(os.path.join(ROOT, "docs", "architecture.md")) as handle:
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as handle:
         text = handle.read()
     section = text.split("## Where each behaviour lives", 1)[1].split("\n## ", 1)[0]
     routes = []
@@ -180,7 +180,7 @@ def test_each_route_is_real_and_at_most_three_steps(behaviour, route):
     for here, there in zip(route, route[1:]):
         assert os.path.isfile(os.path.join(ROOT, here)), here
         assert os.path.isfile(os.path.join(ROOT, there)), there
-        with open(os.path.join(ROOT, here)) as handle:
+        with open(os.path.join(ROOT, here), encoding="utf-8") as handle:
             text = handle.read()
         # a step is a file the one before names: a task file, a role's entry
         # point (roles/<role>/tasks/<entry>.yml) or the plugin a task calls

@@ -13,7 +13,6 @@ names (plugins/filter/inputs.py), which only wrap these functions.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 

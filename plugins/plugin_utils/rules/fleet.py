@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
-    expect_errors, is_list, number, show, tolerance_errors, type_name)
+    expect_errors, is_list, number, show, tolerance_errors)
 
 # absolute or under ~/, no whitespace, not ending in /
 LINK_RE = re.compile(r"^(/|~/)\S*[^/\s]$")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import arch_audit
+from ansible_collections.gpufleet.inference.plugins.module_utils.cuda_arch import arch_target_errors
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.activate import passes_type
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
     is_bool, is_list, list_errors, number, patch_rule_errors, show, type_name, url_errors)
@@ -67,15 +67,6 @@ def arch_entries(arch_list):
             seen.add(entry.lower())
             entries.append(entry)
     return sorted(entries, key=_lower)
-
-
-def target_errors(entries, name="sgl_kernel_arch_list"):
-    """Well-formed entries that are no CUDA target (9.1a, 12.5a), named with the allowed ones (the
-    arch_target_errors filter without a CUDA version)."""
-    allowed = ", ".join(arch_audit.known_targets())
-    targets = (entry[:-4] if entry.endswith("+PTX") else entry for entry in entries)
-    return ["%s: '%s' is not a CUDA target; allowed: %s, each optionally with +PTX" % (name, target, allowed)
-            for target in targets if target not in arch_audit.MINIMUM_CUDA]
 
 
 def url_list_errors(values):
@@ -145,7 +136,7 @@ def build_errors(values):
         errors.append("sgl_kernel_builders_group must name a group of the inventory, one of %s (got '%s')"
                       % (", ".join(names) or "none", show(group)))
     if cuda and not bad:
-        errors += target_errors(entries)
+        errors += arch_target_errors(entries)
     return errors
 
 

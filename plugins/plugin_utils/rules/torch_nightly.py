@@ -15,30 +15,17 @@ nightly_pin_errors on torch_nightly_pins).
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Mapping
 
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import (
+    NightlyInputError, nightly_date_valid, nightly_pin_errors, nightly_pins)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import is_list, list_errors, url_errors
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.uv_venv import nothing_changed, text
 
 PACKAGES = ("torch", "torchvision", "torchaudio")
 _INDEX_RE = re.compile(r"^(https?|file)://")
-_DATE_RE = re.compile(r"^\d{8}$")
 _LISTS = ("torch_nightly_packages", "torch_nightly_extra_index_urls", "torch_nightly_cuda_variants_allowed")
-
-
-def nightly_date_valid(value):
-    """True when VALUE is a real calendar date written YYYYMMDD (as the filter
-    gpufleet.inference.nightly_date_valid says)."""
-    value = str(value)
-    if not _DATE_RE.match(value):
-        return False
-    try:
-        datetime.datetime.strptime(value, "%Y%m%d")
-    except ValueError:
-        return False
-    return True
 
 
 def uv_venv_errors(values):
@@ -77,6 +64,22 @@ def _lists(values, urls):
             if is_list(values.get(name)) and not any(message.startswith(name) for message in urls)}
 
 
+def stack_errors(packages, date, bases, variant, versions):
+    """The pins the preflight computes (torch_nightly_pins, the filter nightly_pins) are one nightly stack:
+    one date and the CUDA variant for every package (nightly torch, torchvision and torchaudio only work
+    together when built the same day)."""
+    try:
+        pins = nightly_pins(packages, date, bases, variant, versions)
+    except NightlyInputError as exc:
+        reasons = [str(exc)]
+    else:
+        reasons = nightly_pin_errors(pins, variant)
+    if not reasons:
+        return []
+    return ["torch_nightly_versions / torch_nightly_date / torch_nightly_version_base must pin one nightly stack "
+            "(versions, one date and the CUDA variant %s for every package): %s" % (variant, "; ".join(reasons))]
+
+
 def torch_nightly_main(values):
     """The torch_nightly role's inputs (the preflight entry point shares them)."""
     urls = url_list_errors(values)
@@ -100,6 +103,8 @@ def torch_nightly_main(values):
         if missing:
             errors.append("torch_nightly_version_base / torch_nightly_versions must give every package of "
                           "torch_nightly_packages a base or a full version (got none for %s)" % ", ".join(missing))
+        elif date is not None and nightly_date_valid(date) and variant is not None:
+            errors += stack_errors(packages, date, bases, variant, versions)
     index = text(values, "torch_nightly_index_url")
     if index is not None and not text(values, "torch_nightly_wheelhouse") and not _INDEX_RE.match(index) \
             and not any(message.startswith("torch_nightly_index_url") for message in urls):

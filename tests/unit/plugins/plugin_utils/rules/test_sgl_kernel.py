@@ -15,7 +15,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from ansible_collections.gpufleet.inference.plugins.filter.cuda_arch import arch_target_errors
+from ansible_collections.gpufleet.inference.plugins.module_utils.cuda_arch import arch_target_errors
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.sgl_kernel import (
     ENTRY_POINTS, arch_entries, sgl_kernel_main)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors

@@ -14,7 +14,6 @@ import yaml
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpufleet.inference.plugins.filter.nightly import nightly_date_valid as filter_date_valid
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.torch_nightly import (
     nightly_date_valid, torch_nightly_main)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
@@ -122,7 +121,7 @@ def test_each_bad_value_gives_its_message(values, message):
     {"torch_nightly_date": 20260307}, {"torch_nightly_date": "20240229"},
     {"torch_nightly_packages": ["torch"]}, {"torch_nightly_packages": ["torchaudio", "torch"]},
     {"torch_nightly_versions": {"torch": "2.13.0+cpu", "torchvision": "0.28.0+cpu", "torchaudio": "2.13.0+cpu"},
-     "torch_nightly_version_base": {}},
+     "torch_nightly_version_base": {}, "torch_nightly_cuda_variant": "cpu"},
     {"torch_nightly_index_url": "file:///srv/nightly"},
     {"torch_nightly_extra_index_urls": ["https://pypi.org/simple", "file:///srv/extra"]},
     {"torch_nightly_index_password": "s3cret", "torch_nightly_index_username": "me"},
@@ -152,13 +151,25 @@ def test_a_variable_gets_one_message():
 def test_every_message_at_once_the_url_and_list_ones_last():
     errors = torch_nightly_main(dict(GOOD, uv_venv_dir=None, torch_nightly_date="yesterday",
                                      torch_nightly_index_url="pytorch.org", torch_nightly_packages="torch"))
-    assert [e.split(" ")[0] for e in errors] == [
+    assert [e.split(" ", maxsplit=1)[0] for e in errors] == [
         "uv_venv_dir", "torch_nightly_date", "torch_nightly_index_url", "torch_nightly_packages"]
     assert errors[3].endswith("; nothing was changed.") and not errors[2].endswith("nothing was changed.")
 
 
 @pytest.mark.parametrize("date", ["20260307", 20260307, "20240229", "20250229", "20261301", "2026030", "202603070",
                                   "2026-03-07", "", None, "２０２６０３０７"])
-def test_the_date_rule_says_what_the_filter_says(date):
-    assert nightly_date_valid(date) == filter_date_valid(date)
+def test_the_date_rule_takes_only_real_dates_written_yyyymmdd(date):
     assert nightly_date_valid(date) is (date in ("20260307", 20260307, "20240229"))
+
+
+@pytest.mark.parametrize("versions, reason", [
+    ({"torchvision": "0.27.0.dev20260306+cu130"},
+     "nightly pins from different dates: 20260306: torchvision; 20260307: torch, torchaudio"),
+    ({"torchaudio": "2.11.0.dev20260307+cu129"},
+     "torchaudio==2.11.0.dev20260307+cu129: local tag +cu129 is not the CUDA variant cu130"),
+    ({"torch": "2.12.0"}, "mixing nightly and release pins: torch not nightly"),
+])
+def test_pins_that_are_not_one_nightly_stack_are_refused_with_the_reason(versions, reason):
+    errors = torch_nightly_main(dict(GOOD, torch_nightly_versions=versions))
+    assert errors == ["torch_nightly_versions / torch_nightly_date / torch_nightly_version_base must pin one nightly "
+                      "stack (versions, one date and the CUDA variant cu130 for every package): " + reason]
