@@ -202,7 +202,7 @@ class ActionModule(ActionBase):
             if not isinstance(listed, list) or not all(isinstance(e, str) for e in listed):
                 raise AnsibleActionFail("verify_host: the errors of a check group must be a list of messages")
             if group.get("role"):
-                # the role's value rules (plugin_utils value_rules), on the values just checked
+                # the role's value rules (plugin_utils/rules/<role>.py), on the values just checked
                 errors.extend(rule_errors(group["role"], entry_point, provided))
             errors.extend(e.strip() for e in listed if e.strip())
         if type_errors:

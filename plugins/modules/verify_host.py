@@ -38,7 +38,7 @@ options:
   checks:
     description:
       - Check groups, each a dict with C(role) (a role of this collection - its C(meta/argument_specs.yml) and
-        its value rules, plugin_utils C(value_rules)) or C(spec) (the path of an argument spec), C(entry_point)
+        its value rules, C(plugins/plugin_utils/rules/<role>.py)) or C(spec) (the path of an argument spec), C(entry_point)
         (default C(main)) and C(errors) (more messages; empty strings are rules that held).
       - The options of the entry point are read from the task's variables and type-checked.
     type: list

@@ -40,7 +40,7 @@ def fleet_record(hostvars, status="ok", message=None, stage=""):
     if not isinstance(verify, dict) or verify.get("skipped"):
         verify = {}
     passed = verify.get("passed")
-    serving = _get(hostvars, "_fleet_serving", {}) or {}
+    serving = _get(hostvars, "fleet_serving", {}) or {}
     if not isinstance(serving, dict):
         serving = {}
     if verify.get("host_unreachable"):

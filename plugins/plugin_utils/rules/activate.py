@@ -13,21 +13,10 @@ from __future__ import annotations
 
 import re
 
-from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
-
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import passes_type
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.fleet import LINK_RE
 
 _DIGITS_RE = re.compile(r"^[0-9]+$")
-
-
-def passes_type(value, kind):
-    """Whether an argument spec's type KIND ("int", "float", "dict", ...) takes VALUE, converting it as
-    check_vars' type check (ansible.builtin.validate_argument_spec) does."""
-    try:
-        DEFAULT_TYPE_VALIDATORS[kind](value)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def activate_main(values):
@@ -45,4 +34,4 @@ def activate_main(values):
 
 
 # entry point -> rules(values) -> [message]; every entry point has the main one's options
-ENTRY_POINTS = {"main": activate_main, "preflight": activate_main, "rollback": activate_main}
+ENTRY_POINTS = {"main": activate_main, "preflight": activate_main, "rollback": activate_main, "switch": activate_main}

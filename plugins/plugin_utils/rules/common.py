@@ -23,6 +23,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2 controllers are not supported
     from urlparse import urlsplit
 
+from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
 from ansible.module_utils.parsing.convert_bool import BOOLEANS, boolean
 
 from ansible_collections.gpufleet.inference.plugins.module_utils.kernel_checks import check_names
@@ -293,3 +294,30 @@ def type_name(value):
         if isinstance(value, kind):
             return kind.__name__
     return type(value).__name__
+
+
+def text(values, name):
+    """The text a string variable is judged as: the value as a message shows it
+    (the str type takes numbers, lists and None as text), None where the
+    variable is not given (its default applies)."""
+    return show(values[name]) if name in values else None
+
+
+def nothing_changed(errors):
+    """ERRORS, the last one ending in '; nothing was changed.': joined with '; '
+    as check_vars joins them, the whole failure says that nothing was changed."""
+    if errors:
+        errors = list(errors)
+        errors[-1] += "; nothing was changed."
+    return errors
+
+
+def passes_type(value, kind):
+    """Whether an argument spec's type KIND ("int", "float", "dict", ...) takes VALUE, converting it as
+    check_vars' type check (ansible.builtin.validate_argument_spec) does: a rule leaves a value of the
+    wrong type to that check, so that it is reported once."""
+    try:
+        DEFAULT_TYPE_VALIDATORS[kind](value)
+    except (TypeError, ValueError):
+        return False
+    return True

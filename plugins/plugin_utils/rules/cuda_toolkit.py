@@ -19,8 +19,7 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
-    is_list, list_errors, url_errors)
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.uv_venv import nothing_changed, text
+    is_list, list_errors, nothing_changed, text, url_errors)
 
 _VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+$")
 _RELEASE_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
@@ -125,4 +124,4 @@ def cuda_toolkit_main(values):
 
 
 # entry point -> rules(values) -> [message]
-ENTRY_POINTS = {"main": cuda_toolkit_main}
+ENTRY_POINTS = {"main": cuda_toolkit_main, "preflight": cuda_toolkit_main}

@@ -2,21 +2,17 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The flashinfer role's value rules: what its argument spec's types cannot
-express, as messages "<variable> must be <allowed> (got <value>)".
-
-Also nothing_changed, which the sgl_kernel rules share: the preflight that
-refuses an input has changed nothing, and says so."""
+express, as messages "<variable> must be <allowed> (got <value>)"; the last
+one says that nothing was changed."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.activate import passes_type
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
-    is_list, list_errors, number, show, type_name, url_errors)
+    is_list, list_errors, nothing_changed, number, passes_type, show, type_name, url_errors)
 
-NOTHING_CHANGED = "nothing was changed."
 
 # a PEP 440 release, pre-release, post, dev and local part, as the indexes name the nightlies
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?(\+[a-z0-9.]+)?$")
@@ -25,11 +21,6 @@ _INDEX_RE = re.compile(r"^(https?|file)://")
 _DIGITS_RE = re.compile(r"^[0-9]+$")
 # what gpufleet.inference.uv_venv and torch_nightly set, which the install reads
 _EARLIER_ROLES = ("uv_venv_dir", "uv_venv_python", "uv_venv_bin", "torch_nightly_constraints_file")
-
-
-def nothing_changed(errors):
-    """ERRORS, said to have changed nothing when there are any."""
-    return errors + [NOTHING_CHANGED] if errors else errors
 
 
 def flashinfer_pins(values):

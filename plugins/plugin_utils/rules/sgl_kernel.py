@@ -17,10 +17,8 @@ from collections.abc import Mapping
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufleet.inference.plugins.module_utils.cuda_arch import arch_target_errors
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.activate import passes_type
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
-    is_bool, is_list, list_errors, number, patch_rule_errors, show, type_name, url_errors)
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.flashinfer import nothing_changed
+    is_bool, is_list, list_errors, nothing_changed, number, passes_type, patch_rule_errors, show, type_name, url_errors)
 
 # a local repository's absolute path, or scp-like git@host:path, as git takes them
 _REPO_PATH_RE = re.compile(r"^(/|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/])")

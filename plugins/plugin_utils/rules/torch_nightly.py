@@ -8,9 +8,9 @@ The role's preflight (tasks/preflight.yml) checks them with the types in one
 task (gpufleet.inference.check_vars, rules: torch_nightly.main). The rules
 also read uv_venv's results, which the preflight passes as context, None
 where uv_venv did not set them: uv_venv_dir, uv_venv_python, uv_venv_bin and
-uv_venv_remote_wheelhouse_dir. Whether the pins computed from the inputs are
-one nightly stack is the preflight's own task after it (filter
-nightly_pin_errors on torch_nightly_pins).
+uv_venv_remote_wheelhouse_dir. The pins are computed from the inputs here as
+the preflight then computes them (plugin_utils/nightly.py, the filter
+nightly_pins), and must be one nightly stack.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import (
     NightlyInputError, nightly_date_valid, nightly_pin_errors, nightly_pins)
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import is_list, list_errors, url_errors
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.uv_venv import nothing_changed, text
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
+    is_list, list_errors, nothing_changed, text, url_errors)
 
 PACKAGES = ("torch", "torchvision", "torchaudio")
 _INDEX_RE = re.compile(r"^(https?|file)://")
@@ -121,4 +121,4 @@ def torch_nightly_main(values):
 
 
 # entry point -> rules(values) -> [message]
-ENTRY_POINTS = {"main": torch_nightly_main}
+ENTRY_POINTS = {"main": torch_nightly_main, "preflight": torch_nightly_main}

@@ -16,29 +16,13 @@ import os
 import re
 from collections.abc import Mapping
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import list_errors, number, show
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import list_errors, nothing_changed, number, text
 
 _UV_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _PYTHON_RE = re.compile(r"^(3\.[0-9]+)?$")
 # absolute or under ~/, no whitespace, not ending in /
 _LINK_RE = re.compile(r"^(/|~/)[^\s]*[^/\s]$")
 _REMOTE_RE = re.compile(r"^(/|~/)[^\s]+$")
-
-
-def text(values, name):
-    """The text a string variable is judged as: the value as a message shows it
-    (the str type takes numbers, lists and None as text), None where the
-    variable is not given (its default applies). Shared with the other roles'
-    rules."""
-    return show(values[name]) if name in values else None
-
-
-def nothing_changed(errors):
-    """ERRORS of a check whose text ends in '; nothing was changed.' (the URL
-    and list checks): joined with '; ' as check_vars does, they read so."""
-    if errors:
-        errors[-1] += "; nothing was changed."
-    return errors
 
 
 def uv_venv_main(values):
@@ -79,4 +63,4 @@ def uv_venv_main(values):
 
 
 # entry point -> rules(values) -> [message]
-ENTRY_POINTS = {"main": uv_venv_main}
+ENTRY_POINTS = {"main": uv_venv_main, "preflight": uv_venv_main}

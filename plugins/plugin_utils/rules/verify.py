@@ -41,4 +41,4 @@ def verify_main(values):
     return errors
 
 
-ENTRY_POINTS = {"main": verify_main}
+ENTRY_POINTS = {"main": verify_main, "preflight": verify_main, "host": verify_main}

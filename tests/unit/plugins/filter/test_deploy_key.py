@@ -51,7 +51,10 @@ def test_any_input_change_changes_the_key(name, value):
     ("gpufleet_full_run", True),
     ("gpufleet_host_lock_wait", 60),
     ("gpufleet_outlier_ratio", 0.5),
-    ("_fleet_deploy_key", "abc"),
+    # the fleet role's named results: what a run hands its next step, not an input
+    ("fleet_reach", {"fast": True, "deploy_key": "abc"}),
+    ("fleet_stage", "torch"),
+    ("verify_result", {"passed": True}),
     ("gpufleet_not_declared_anywhere", 1),
     ("gpufleet_gpu", {"present": True}),   # a module's fact, injected as a variable
     ("ansible_port", 2222),                # connection variables are not deploy inputs

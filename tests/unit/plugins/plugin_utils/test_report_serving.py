@@ -55,7 +55,7 @@ def test_a_failed_hook_fails_the_host_at_stage_serving_even_after_a_pass():
     serving = {"drained": True, "returned": False, "reason": "gpufleet: full verification", "error":
                "the return hook failed (rc 1): slurm_update error: Invalid user id", "actions": ["drain", "return failed"],
                "drained_before": False}
-    rec = fleet_record({"verify_result": VERIFIED, "_fleet_serving": serving}, "ok", None, "verify")
+    rec = fleet_record({"verify_result": VERIFIED, "fleet_serving": serving}, "ok", None, "verify")
     assert (rec["status"], rec["stage"]) == ("failed", "serving")
     assert rec["message"] == serving["error"]
     assert "drained_before" not in rec["serving"] and rec["serving"]["actions"] == ["drain", "return failed"]
@@ -65,7 +65,7 @@ def test_a_drain_that_worked_keeps_the_verifications_outcome():
     serving = {"drained": True, "returned": False, "reason": "gpufleet: torch_version: expected 1, found 2", "error": "",
                "actions": ["drain: gpufleet: torch_version: expected 1, found 2"], "drained_before": False}
     failed = dict(VERIFIED, passed=False, fail_message="verification of x failed: torch_version: expected 1, found 2")
-    rec = fleet_record({"verify_result": failed, "_fleet_serving": serving}, "ok", None, "verify")
+    rec = fleet_record({"verify_result": failed, "fleet_serving": serving}, "ok", None, "verify")
     assert (rec["status"], rec["stage"]) == ("failed", "verify")
     assert rec["serving"]["drained"] and rec["serving"]["reason"].startswith("gpufleet: torch_version")
 

@@ -12,8 +12,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.activate import (
-    ENTRY_POINTS, activate_main, passes_type)
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.activate import ENTRY_POINTS, activate_main
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import passes_type
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
@@ -31,7 +31,7 @@ def test_the_defaults_pass():
     assert {"activate_adopt_to", "activate_adopt_record"} <= set(DEFAULTS)
     assert activate_main(GOOD) == []
     # the role's entry points share the main one's options and rules
-    assert sorted(ENTRY_POINTS) == ["main", "preflight", "rollback"]
+    assert sorted(ENTRY_POINTS) == ["main", "preflight", "rollback", "switch"]
     for entry_point in ENTRY_POINTS:
         assert rule_errors("activate", entry_point, GOOD) == []
 

@@ -19,7 +19,7 @@ from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.flashinfe
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
-NOTHING = "nothing was changed."
+NOTHING = "; nothing was changed."
 
 
 def _template_free(value):
@@ -100,7 +100,7 @@ def test_the_defaults_pass():
                                                    "pushed the wheelhouse (uv_venv_remote_wheelhouse_dir)"),
 ])
 def test_each_rule_names_the_variable_and_the_value(changes, message):
-    assert flashinfer_main(dict(GOOD, **changes)) == [message, NOTHING]
+    assert flashinfer_main(dict(GOOD, **changes)) == [message + NOTHING]
 
 
 @pytest.mark.parametrize("changes", [
@@ -127,8 +127,7 @@ def test_every_message_in_the_order_of_the_old_tasks_and_nothing_changed_once():
         "before flashinfer",
         "flashinfer_version / flashinfer_versions must be versions like 0.6.5.dev20260307 (got "
         + PINS % (("latest",) * 3) + ")",
-        "flashinfer_jit_warm_timeout must be a number of seconds > 0 (got 0)",
-        NOTHING]
+        "flashinfer_jit_warm_timeout must be a number of seconds > 0 (got 0)" + NOTHING]
 
 
 def _preflight_pins(values):

@@ -229,3 +229,23 @@ def test_a_host_lock_path_that_is_not_absolute_or_is_the_root_is_refused(path):
         "gpufleet_host_lock_path must be an absolute path without spaces, not / itself (got %r); the lock directory "
         "is made there as root (default /var/lock/gpufleet, on tmpfs)" % path]
     assert fleet_validate(dict(FLEET, gpufleet_host_lock_path="/run/lock/gpufleet")) == []
+
+
+def test_every_entry_point_that_shares_main_options_shares_its_rules():
+    import os
+    import yaml
+    from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import RULES
+    roles = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "..", "roles")
+    checked = 0
+    for role in sorted(os.listdir(roles)):
+        with open(os.path.join(roles, role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+            specs = yaml.safe_load(handle)["argument_specs"]
+        main = specs.get("main", {}).get("options")
+        if (role, "main") not in RULES:
+            continue
+        for entry, spec in specs.items():
+            if spec.get("options") == main:
+                assert RULES.get((role, entry)) is RULES[(role, "main")], (role, entry)
+                checked += 1
+    # main, preflight and rollback or host of the seven roles with main rules
+    assert checked >= 15

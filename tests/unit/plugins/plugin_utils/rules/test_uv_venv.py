@@ -14,8 +14,8 @@ import yaml
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.uv_venv import (
-    nothing_changed, text, uv_venv_main)
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import nothing_changed, text
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.uv_venv import uv_venv_main
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
 
 ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "..", "roles", "uv_venv")
