@@ -14,16 +14,9 @@ from ansible_collections.gpufleet.inference.plugins.filter.abi import (
     abi_canonical,
     abi_key,
 )
+from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.key_inputs import ABI
 
-BASE = {
-    "source_ref": "3ec6e09487cbf7424f7875cb098860a2142666a3",
-    "patch_rules": [{"name": "cmake-policy-guard", "file": "CMakeLists.txt",
-                     "pattern": "cmake_policy(SET CMP0169 OLD)", "replacement": "x"}],
-    "torch_version": "2.12.0.dev20260307+cu130",
-    "cuda_version": "13.0",
-    "arch_list": ["12.0a"],
-    "python_tag": "cp312",
-}
+BASE = ABI
 
 
 def with_(**kw):

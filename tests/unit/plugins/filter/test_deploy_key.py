@@ -8,6 +8,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.inference.plugins.filter import deploy_key as dk
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import keys
+from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.key_inputs import fake_root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
@@ -65,15 +66,7 @@ def test_run_control_and_facts_do_not_count(name, value):
 
 
 def _fake_root(tmp_path):
-    for sub in keys.CODE_DIRS:
-        (tmp_path / sub).mkdir()
-        (tmp_path / sub / "main.yml").write_text("- one\n")
-    for role in ("fleet",) + keys.STAGE_ROLES:
-        meta = tmp_path / "roles" / role / "meta"
-        meta.mkdir(parents=True)
-        (meta / "argument_specs.yml").write_text(
-            "argument_specs:\n  preflight:\n    options:\n      %s_x: {type: str}\n"
-            "  lock:\n    options:\n      %s_y: {type: str}\n" % (role, role))
+    return fake_root(tmp_path)
 
 
 def test_code_change_changes_the_key(tmp_path):

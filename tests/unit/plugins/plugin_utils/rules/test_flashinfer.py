@@ -17,24 +17,12 @@ from ansible.template import Templar, trust_as_template
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.flashinfer import (
     ENTRY_POINTS, flashinfer_main, flashinfer_pins)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
+from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.rules.role_files import ROOT, role_defaults
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
 NOTHING = "; nothing was changed."
 
 
-def _template_free(value):
-    """VALUE without the templated strings in it (and the dict keys and list items that hold them)."""
-    def templated(item):
-        return isinstance(item, str) and "{{" in item
-    if isinstance(value, dict):
-        return dict((k, _template_free(v)) for k, v in value.items() if not templated(v))
-    if isinstance(value, list):
-        return [_template_free(v) for v in value if not templated(v)]
-    return value
-
-
-with open(os.path.join(ROOT, "roles", "flashinfer", "defaults", "main.yml"), encoding="utf-8") as _handle:
-    DEFAULTS = _template_free(yaml.safe_load(_handle))
+DEFAULTS = role_defaults("flashinfer")
 # what uv_venv and torch_nightly set before (check_vars' context)
 CONTEXT = {"uv_venv_dir": "/home/deploy/ml-env-0a1b2c3d", "uv_venv_python": "/home/deploy/ml-env-0a1b2c3d/bin/python",
            "uv_venv_bin": "/home/deploy/.local/bin/uv", "uv_venv_remote_wheelhouse_dir": None,

@@ -19,24 +19,12 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.cuda_arch impor
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.sgl_kernel import (
     ENTRY_POINTS, arch_entries, sgl_kernel_main)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
+from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.rules.role_files import ROOT, role_defaults
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
 NOTHING = "; nothing was changed."
 
 
-def _template_free(value):
-    """VALUE without the templated strings in it (and the dict keys and list items that hold them)."""
-    def templated(item):
-        return isinstance(item, str) and "{{" in item
-    if isinstance(value, dict):
-        return dict((k, _template_free(v)) for k, v in value.items() if not templated(v))
-    if isinstance(value, list):
-        return [_template_free(v) for v in value if not templated(v)]
-    return value
-
-
-with open(os.path.join(ROOT, "roles", "sgl_kernel", "defaults", "main.yml"), encoding="utf-8") as _handle:
-    DEFAULTS = _template_free(yaml.safe_load(_handle))
+DEFAULTS = role_defaults("sgl_kernel")
 # the arch list's default comes from gpu_facts (templated): an H200's; the inventory's groups (check_vars' context)
 GOOD = dict(DEFAULTS, sgl_kernel_arch_list=["9.0a"], groups=["all", "ungrouped", "h200", "rtx_pro_6000"])
 ARCH_FORM = "sgl_kernel_arch_list entries must be MAJOR.MINOR with an optional a or f suffix and +PTX, like 9.0a, " \
