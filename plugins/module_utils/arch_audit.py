@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
 import re
 
 # The lowest CUDA release whose nvcc compiles each target. Every entry compiles
@@ -323,3 +324,56 @@ def can_compile(entry, cuda_version):
     if version < version_tuple(minimum_cuda(entry)):
         return False
     return entry not in LAST_CUDA or version <= version_tuple(LAST_CUDA[entry])
+
+
+def scope_for(path, scope):
+    """The first scope entry ({'files': glob, 'serves': [targets], 'reason': text}) whose glob matches
+    path (fnmatch on the path inside the artifact), or None."""
+    for entry in scope or []:
+        if fnmatch.fnmatchcase(path, entry['files']):
+            return entry
+    return None
+
+
+def scoped_audit(requested, listings, scope):
+    """audit() where a shared object matched by a scope entry is audited only for the requested targets
+    that the entry serves: libraries that serve some GPUs by design (FlashMLA, FA3) are not refused for the
+    others. Adds 'scoped_out': [{'file', 'targets', 'reason'}], one per shared object with device code
+    that was not audited for some requested target, so that what was left out is said."""
+    requested = normalize_targets(requested)
+    report = audit(requested, listings)
+    missing = []
+    scoped_out = []
+    with_code = dict((item['file'], item) for item in report['files'])
+    for path in sorted(listings):
+        entry = scope_for(path, scope)
+        serves = requested if entry is None else [t for t in requested if t in normalize_targets(entry['serves'])]
+        if entry is not None and with_code[path]['device_code'] and len(serves) < len(requested):
+            scoped_out.append({'file': path, 'targets': [t for t in requested if t not in serves],
+                               'reason': entry.get('reason') or 'serves %s only' % ', '.join(entry['serves'])})
+        missing.extend(item for item in report['missing'] if item['file'] == path and item['target'] in serves)
+    # no shared object with device code at all: every target is missing for the artifact ('*')
+    missing.extend(item for item in report['missing'] if item['file'] == '*')
+    report['missing'] = missing
+    report['scoped_out'] = scoped_out
+    return report
+
+
+def scope_errors(scope):
+    """Messages for a malformed scope (a list of {'files', 'serves', 'reason'})."""
+    if not isinstance(scope, list):
+        return ['must be a list of {files, serves, reason} (got %s)' % type(scope).__name__]
+    errors = []
+    for index, entry in enumerate(scope):
+        if not isinstance(entry, dict) or not isinstance(entry.get('files'), str) or not entry.get('files'):
+            errors.append('entry %d must have files, a glob of shared objects in the artifact' % index)
+            continue
+        serves = entry.get('serves')
+        if not isinstance(serves, list):
+            errors.append('entry %d (%s): serves must be a list of targets like 9.0a' % (index, entry['files']))
+            continue
+        try:
+            normalize_targets(serves)
+        except ValueError as exc:
+            errors.append('entry %d (%s): serves: %s' % (index, entry['files'], exc))
+    return errors
