@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.gpufleet.inference.plugins.module_utils.arch_audit import scope_errors
 from ansible_collections.gpufleet.inference.plugins.module_utils.cuda_arch import arch_target_errors
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
     is_bool, is_list, list_errors, nothing_changed, number, passes_type, patch_rule_errors, show, type_name, url_errors)
@@ -96,9 +97,44 @@ def source_errors(values):
     if source == "local" and not (_length(values.get("sgl_kernel_local_dir")) > 0 and _length(ref) > 0):
         errors.append("sgl_kernel_local_dir and sgl_kernel_ref (a label for the key) must be set when "
                       "sgl_kernel_source is local")
+    if source in ("wheel", "auto"):
+        errors += wheel_errors(values)
+    if source == "auto" and not (_length(values.get("sgl_kernel_repo")) > 0 and _length(ref) > 0):
+        errors.append("sgl_kernel_repo and sgl_kernel_ref must be set when sgl_kernel_source is auto (its source "
+                      "build when the wheel does not fit)")
     subdir = values.get("sgl_kernel_subdir")
     if str(subdir).startswith("/") or ".." in str(subdir).split("/"):
         errors.append("sgl_kernel_subdir must be a relative path without '..' (got '%s')" % show(subdir))
+    return errors
+
+
+def wheel_errors(values):
+    """The published wheel (sgl_kernel_source wheel or auto): pinned by version and sha256, from the index
+    or a URL / controller path, with a well-formed arch scope."""
+    errors = []
+    sha256 = values.get("sgl_kernel_wheel_sha256")
+    if not _SHA256_RE.match(str(sha256)):
+        errors.append("sgl_kernel_wheel_sha256 must be 64 hex digits when sgl_kernel_source is %s (got '%s')"
+                      % (values.get("sgl_kernel_source"), show(sha256)))
+    url = values.get("sgl_kernel_wheel_url")
+    if _length(url) > 0:
+        if not (isinstance(url, str) and url.startswith("/")):
+            errors += url_errors(url, "sgl_kernel_wheel_url", credentials=False)
+        if isinstance(url, str) and not url.split("?")[0].endswith(".whl"):
+            errors.append("sgl_kernel_wheel_url must name a wheel file (*.whl) (got '%s')" % show(url))
+    else:
+        errors += url_errors(values.get("sgl_kernel_wheel_index_url"), "sgl_kernel_wheel_index_url")
+        for name, pattern, allowed in (
+                ("sgl_kernel_wheel_package", r"^[A-Za-z0-9][A-Za-z0-9._-]*$", "a package name like sgl-kernel"),
+                ("sgl_kernel_wheel_version", r"^[0-9][0-9A-Za-z.+!-]*$", "a pinned version like 0.3.21")):
+            if not re.match(pattern, str(values.get(name) or "")):
+                errors.append("%s must be %s (got '%s')" % (name, allowed, show(values.get(name))))
+    scope = values.get("sgl_kernel_wheel_arch_scope")
+    if is_list(scope):
+        errors += ["sgl_kernel_wheel_arch_scope %s" % e for e in scope_errors(list(scope))]
+    cuobjdump_sha = values.get("sgl_kernel_cuobjdump_wheel_sha256")
+    if not _SHA256_RE.match(str(cuobjdump_sha)):
+        errors.append("sgl_kernel_cuobjdump_wheel_sha256 must be 64 hex digits (got '%s')" % show(cuobjdump_sha))
     return errors
 
 
