@@ -144,6 +144,8 @@ def summarize(res, link_default):
         "sgl_kernel_abi_key": sgl.get("abi_key") or "",
         # the GPU targets the installed sgl_kernel wheel carries (its arch audit)
         "sgl_kernel_targets": sgl.get("compiled_targets") or [],
+        # the published wheel or a source build, and why (its marker's choice)
+        "sgl_kernel_choice": sgl.get("choice") or {},
         # what each GPU was doing and what the run left out (mode, busy GPUs, skips)
         "gpu_use": torch.get("gpu_use") or {},
         # full verification refused before any CUDA work: a GPU is busy

@@ -180,6 +180,10 @@ sgl_kernel_targets:
   returned: success
   type: list
   elements: str
+sgl_kernel_choice:
+  description: The installed sgl_kernel build's origin - C(source) V(wheel) (the published wheel) or V(build), and C(reason).
+  returned: success
+  type: dict
 deploy_stamp:
   description: deploy.yml's record in the venv (C(key), C(venv)), or empty.
   returned: success

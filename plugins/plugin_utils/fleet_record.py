@@ -80,6 +80,7 @@ def fleet_record(hostvars, status="ok", message=None, stage=""):
         "packages": verify.get("packages") or {},
         "sgl_kernel_abi_key": _get(hostvars, "sgl_kernel_abi_key", "") or verify.get("sgl_kernel_abi_key", ""),
         "sgl_kernel_targets": verify.get("sgl_kernel_targets") or [],
+        "sgl_kernel_choice": verify.get("sgl_kernel_choice") or _get(hostvars, "sgl_kernel_choice", {}) or {},
         # what each GPU was doing, what was skipped and why (verify_mode)
         "gpu_use": verify.get("gpu_use") or {},
         # how old the last numeric pass under this stack is, per GPU

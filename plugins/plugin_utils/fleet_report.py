@@ -534,6 +534,8 @@ def host_row(name, entry, previous_row, freeze_dir, mode):
         "sgl_kernel_abi_key": entry.get("sgl_kernel_abi_key"),
         # the GPU targets the installed sgl_kernel wheel carries (its arch audit)
         "sgl_kernel_targets": list(entry.get("sgl_kernel_targets") or []),
+        # the published wheel or a source build ({source, reason}), {} when not recorded
+        "sgl_kernel_choice": dict(entry.get("sgl_kernel_choice") or {}),
         "smoke_tflops": _smoke(torch),
         "kernels": _kernels(torch),
         "allreduce": _allreduce(torch),
