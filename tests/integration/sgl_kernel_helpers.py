@@ -17,6 +17,10 @@ PREPARE = os.path.join(ROLE_TESTS, "prepare_venv.yml")
 COLLECT = os.path.join(ROLE_TESTS, "collect.yml")
 CACHE = os.path.join(ROOT, ".cache", "sgl-kernel-tests")
 BUILD_REQS = ["scikit-build-core==0.11.6", "cmake==3.31.10", "ninja==1.13.0", "wheel==0.45.1"]
+# The published sgl-kernel wheel (536 MB) and its unpacked shared objects: the
+# role downloads it into this one folder once for the whole suite
+# (sgl_kernel_wheel_cache_dir); runs side by side do not clash in it.
+WHEEL_CACHE = os.path.join(ROOT, ".cache", "sgl-kernel-published")
 TORCH_CPU = "torch==2.13.0"
 
 

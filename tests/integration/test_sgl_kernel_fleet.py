@@ -4,6 +4,8 @@ install -> import for real, with the fixture in a local git repository.
 The hosts get torch 2.13.0 CPU (a CUDA torch in every container is too heavy),
 so the fixture builds its CPU part (sgl_kernel_cuda false); the CUDA compile is
 proven on the controller by test_sgl_kernel_build.py."""
+import glob
+import json
 import os
 import re
 import shutil
@@ -11,7 +13,8 @@ import shutil
 import pytest
 
 from conftest import ROOT
-from sgl_kernel_helpers import CACHE, DEPLOY, PREPARE, build_lines, collect, fixture_repo, host_wheels, run_playbook
+from sgl_kernel_helpers import (CACHE, DEPLOY, PREPARE, WHEEL_CACHE, build_lines, collect, fixture_repo, host_wheels,
+                                run_playbook)
 
 HOSTS = ["sbx1", "sbx2", "sbx3"]
 ARTIFACTS = os.path.join(CACHE, "fleet-artifacts")
@@ -113,3 +116,55 @@ def test_patch_rule_change_rebuilds_exactly_once(fleet):
     assert new_key != lines["sbx1"][0].split()[0]
     assert {state[h]["marker"]["abi_key"] for h in HOSTS} == {new_key}
     assert all(state[h]["run"].get("ok") is True for h in HOSTS), state
+
+
+# The published sgl-kernel 0.3.21 wheel (PyPI, pinned by the role's defaults)
+# against the hosts' torch 2.13.0 CPU: it links libc10_cuda.so and needs
+# CUDA symbols of torch, so it never fits. auto builds the fixture from
+# source instead and says why; wheel refuses before any host changes.
+# The controller has no cuobjdump of its own here: the role takes NVIDIA's
+# pinned nvidia-cuda-cuobjdump wheel (the CPU fleet audits no targets, but the
+# role has it ready before it judges).
+def published(**kw):
+    return dict({"sgl_kernel_wheel_cache_dir": WHEEL_CACHE}, **kw)
+
+
+def test_auto_falls_back_to_the_source_build_and_says_why(fleet):
+    r = deploy(fleet, extra=published(sgl_kernel_source="auto"))
+    assert r.rc == 0, r.out[-6000:]
+    assert "sgl_kernel_source auto: the published wheel sgl-kernel 0.3.21 does not fit" in r.out, r.out[-6000:]
+    state = collect(fleet["inventory"], fleet["out"], limit=",".join(HOSTS))
+    lines = build_lines(state)
+    # one more source build, on the builder, for the auto key; every host runs it
+    assert len(lines["sbx1"]) == 3 and lines["sbx2"] == [] and lines["sbx3"] == [], lines
+    key = lines["sbx1"][-1].split()[0]
+    for h in HOSTS:
+        marker = state[h]["marker"]
+        assert marker["abi_key"] == key and marker["source"].startswith("auto:wheel:sgl-kernel==0.3.21:sha256:57dfb3a2")
+        assert marker["choice"]["source"] == "build", marker
+        # the reason names the library a CPU torch lacks and a symbol it does not export
+        assert re.search(r"links? libc10_cuda\.so \(a torch library\) which torch 2\.13\.0\+cpu does not have",
+                         marker["choice"]["reason"]), marker["choice"]["reason"]
+        assert "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool)" in marker["choice"]["reason"]
+        assert state[h]["run"].get("ok") is True, state[h]["run"]
+    record = json.load(open(os.path.join(ARTIFACTS, key, "build.json")))
+    assert record["choice"] == state["sbx1"]["marker"]["choice"]
+    # the wheel was read once, on the controller: its shared objects stay unpacked for the next run
+    unpacked = glob.glob(os.path.join(WHEEL_CACHE, "*", "unpacked", "sgl_kernel", "sm90", "common_ops.abi3.so"))
+    assert len(unpacked) == 1, unpacked
+
+
+def test_wheel_that_does_not_fit_is_refused_before_any_change(fleet):
+    before = collect(fleet["inventory"], fleet["out"], limit=",".join(HOSTS))
+    r = deploy(fleet, extra=published(sgl_kernel_source="wheel"))
+    assert r.rc != 0, r.out[-6000:]
+    assert r.stats["sbx1"]["failed"] == 1, r.stats
+    assert "sgl_kernel_source is wheel and the published wheel sgl-kernel 0.3.21 does not fit" in r.out, r.out[-6000:]
+    assert re.search(r"sgl_kernel/sm90/common_ops\.abi3\.so needs \d+ symbols that torch 2\.13\.0\+cpu does not export", r.out)
+    assert "Nothing was installed on any host" in r.out
+    after = collect(fleet["inventory"], fleet["out"], limit=",".join(HOSTS))
+    # the hosts run what they ran: same marker, same build, the kernel still works
+    for h in HOSTS:
+        assert after[h]["marker"] == before[h]["marker"], h
+        assert after[h]["run"].get("ok") is True and after[h]["run"]["file"] == before[h]["run"]["file"]
+    assert build_lines(after) == build_lines(before)
