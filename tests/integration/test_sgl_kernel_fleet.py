@@ -142,10 +142,11 @@ def test_auto_falls_back_to_the_source_build_and_says_why(fleet):
         marker = state[h]["marker"]
         assert marker["abi_key"] == key and marker["source"].startswith("auto:wheel:sgl-kernel==0.3.21:sha256:57dfb3a2")
         assert marker["choice"]["source"] == "build", marker
-        # the reason names the library a CPU torch lacks and a symbol it does not export
+        # the reason names the library a CPU torch lacks and the shared object whose symbols it does not export
         assert re.search(r"links? libc10_cuda\.so \(a torch library\) which torch 2\.13\.0\+cpu does not have",
                          marker["choice"]["reason"]), marker["choice"]["reason"]
-        assert "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool)" in marker["choice"]["reason"]
+        assert re.search(r"sgl_kernel/sm90/common_ops\.abi3\.so needs \d+ symbols that torch 2\.13\.0\+cpu does not export",
+                         marker["choice"]["reason"]), marker["choice"]["reason"]
         assert state[h]["run"].get("ok") is True, state[h]["run"]
     record = json.load(open(os.path.join(ARTIFACTS, key, "build.json")))
     assert record["choice"] == state["sbx1"]["marker"]["choice"]
