@@ -128,7 +128,8 @@ def name_key(name):
     return major, minor, SUFFIXES.index(suffix), 0 if kind == 'sm' else 1
 
 
-def _unique(names):
+def unique(names):
+    """The items of names without repeats, in order of first appearance."""
     seen = []
     for name in names:
         if name not in seen:
@@ -162,7 +163,7 @@ def parse_listing(text):
             major, minor, suffix = match.groups()
             names.append('%s_%s%s%s' % ('sm' if header_kind == 'elf' else 'compute', major, minor, suffix))
             header_kind = None
-    return _unique(names)
+    return unique(names)
 
 
 def family_ambiguous(sass):
@@ -256,8 +257,8 @@ def audit(requested, listings):
     compiled = set()
     for path in sorted(listings):
         listing = listings[path]
-        sass = sorted(_unique(listing.get('sass') or []), key=name_key)
-        ptx = sorted(_unique(listing.get('ptx') or []), key=name_key)
+        sass = sorted(unique(listing.get('sass') or []), key=name_key)
+        ptx = sorted(unique(listing.get('ptx') or []), key=name_key)
         device_code = bool(listing.get('device_code', sass or ptx)) and bool(sass or ptx)
         files.append({'file': path, 'device_code': device_code, 'sass': sass, 'ptx': ptx})
         if not device_code:

@@ -356,14 +356,6 @@ def torch_exports(lib_dir):
     return exports, files
 
 
-def unique(items):
-    found = []
-    for item in items:
-        if item not in found:
-            found.append(item)
-    return found
-
-
 def judge_abi(needs, torch, show):
     """(abi result, reasons) of needs against torch (find_torch's answer)."""
     version = torch.get('version') or '?'
@@ -402,7 +394,7 @@ def judge_abi(needs, torch, show):
         described = []
         for symbol in missing:
             entry = {'file': name, 'symbol': symbol, 'name': names.get(symbol, symbol),
-                     'torch_exports': unique(names.get(s, s) for s in others.get(symbol, []))}
+                     'torch_exports': arch_audit.unique(names.get(s, s) for s in others.get(symbol, []))}
             result['missing'].append(entry)
             if symbol in first:
                 described.append(entry['name'] + (' (torch exports %s)' % ' and '.join(entry['torch_exports'])
