@@ -16,12 +16,14 @@ import fnmatch
 import json
 import re
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import collectives, kernel_checks, probe_imports, torch_probe
+from ansible_collections.gpufleet.inference.plugins.module_utils import (
+    collectives, kernel_checks, model_checks, probe_imports, torch_probe)
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
     DEVICE_EXPECT_SPEC, HEALTH_EXPECT_SPEC, check_device_expectations, version_tuple)
 
 # module_utils the probe needs, sent inside its one -c string (torch_probe.helper).
-PROBE_HELPERS = (('kernel_checks', kernel_checks), ('probe_imports', probe_imports), ('collectives', collectives))
+PROBE_HELPERS = (('kernel_checks', kernel_checks), ('model_checks', model_checks), ('probe_imports', probe_imports),
+                 ('collectives', collectives))
 
 # The probe's own exit when its alarm fires (default SIGALRM action).
 TIMED_OUT_RC = -14

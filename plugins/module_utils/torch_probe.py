@@ -250,6 +250,25 @@ def kernel_checks(torch, params, facts, loaded):
                              tolerances=params.get('kernel_tolerances') or {}, jit_dirs=jit_dirs)
 
 
+def model_checks(torch, params, facts, loaded):
+    """The checks at the served model's shard shapes (module_utils model_checks),
+    through each serving backend the GPU supports."""
+    modules = {'torch': torch}
+    entry = facts['imports'].get('flashinfer')
+    if 'flashinfer' in loaded:
+        modules['flashinfer'] = loaded['flashinfer']
+    elif entry is not None:
+        modules['flashinfer'] = entry.get('diagnosis') or entry.get('error')
+    else:
+        facts['imports'].update(import_modules(['flashinfer'], facts['torch_cuda_version'], loaded))
+        entry = facts['imports']['flashinfer']
+        modules['flashinfer'] = loaded.get('flashinfer') or (None if 'No module named' in (entry['error'] or '')
+                                                             else entry['error'])
+    return helper('model_checks').run_checks(
+        torch, modules, kernel_devices(torch, facts), params['model_shapes'], params.get('model_precision') or 'none',
+        tolerances=params.get('kernel_tolerances') or {}, jit=params.get('model_jit') or 'cache_only')
+
+
 def collectives_check(torch, params, facts, deadline):
     """The all-reduce check (module_utils collectives) where it was asked for:
     one rank per GPU with NCCL, or collectives_world_size CPU ranks with gloo.
@@ -443,6 +462,8 @@ def empty_facts():
         'smoke_error': None,
         'kernels': [],
         'kernels_error': None,
+        'model_checks': [],
+        'model_checks_error': None,
         'collectives': None,
         'flashinfer_jit': None,
         'requirement_conflicts': None,
@@ -500,6 +521,13 @@ def run(params):
                 import traceback
 
                 facts['kernels_error'] = '%s\n%s' % (_error_text(exc), traceback.format_exc()[-2000:])
+        if params.get('model_shapes'):
+            try:
+                facts['model_checks'] = model_checks(torch, params, facts, loaded)
+            except Exception as exc:  # pylint: disable=broad-except
+                import traceback
+
+                facts['model_checks_error'] = '%s\n%s' % (_error_text(exc), traceback.format_exc()[-2000:])
         if params.get('collectives'):
             facts['collectives'] = collectives_check(torch, params, facts, deadline)
 

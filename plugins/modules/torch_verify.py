@@ -336,6 +336,67 @@ options:
         RV(ansible_facts.gpufleet_torch.proof). Writing the record is not reported as a change.
     type: bool
     default: false
+  model:
+    description:
+      - The model the node will serve, to verify it at that model's own shapes - a profile the collection
+        ships (V(qwen3-30b-a3b), V(qwen3-30b-a3b-fp8), V(qwen3-235b-a22b), V(mixtral-8x7b)), or the path on the host
+        of the model's Hugging Face C(config.json) (or of its directory; a C(hf_quant_config.json) beside it is read
+        too). Empty - no model checks.
+      - With a model, the model checks run on every idle GPU - the GEMMs of its layers (qkv, o, gate_up, down) at the
+        per-GPU shard shapes of O(tp_size) in the model's precision, and one MoE layer with a router's top-k through
+        each fused MoE backend the GPU supports, M over decode and prefill sizes (1, 7, 127, 128, 129, 1024, 2001),
+        autotuned backends with flashinfer's autotuner off and on, each against fp32 of the same inputs - and each
+        serving backend is qualified per GPU model; RV(ansible_facts.gpufleet_torch.backends) carries the sglang
+        flags that follow.
+    type: str
+    default: ''
+  model_config:
+    description:
+      - The model's C(config.json) as a dict (read on the controller, for example with
+        C(lookup('ansible.builtin.file', 'config.json') | from_json)); takes the place of a path in O(model), which
+        then only names it.
+    type: dict
+  model_quant_config:
+    description: With O(model_config), the model's C(hf_quant_config.json) (ModelOpt) as a dict, where it has one.
+    type: dict
+  tp_size:
+    description:
+      - Tensor-parallel size the model is served with; it must divide the attention heads and the intermediate
+        sizes (and keep FP8 blocks and NVFP4 groups whole). A value that does not fails before any GPU work, naming
+        the sizes that fit.
+    type: int
+    default: 1
+  backend_preference:
+    description:
+      - Per backend family (V(moe_runner), V(fp4_gemm), V(fp8_gemm)), the sglang backend names in the order they are
+        preferred; the first that qualified on every GPU model of the host is the flag. Names are sglang's choices
+        for O(sglang_version). Families not given keep the collection's order (moe_runner - flashinfer_cutlass,
+        flashinfer_trtllm; fp4_gemm - flashinfer_cudnn, flashinfer_cutlass, flashinfer_trtllm).
+    type: dict
+    default: {}
+  backend_required:
+    description:
+      - Per family, one backend that must qualify; the host fails otherwise (C(expected X, found failed ...)).
+    type: dict
+    default: {}
+  backend_families:
+    description:
+      - The families the host must get a flag for. Default - moe_runner for a model with experts, fp4_gemm for an
+        NVFP4 model. A needed family where no backend qualified fails the host.
+    type: list
+    elements: str
+  sglang_version:
+    description: The sglang release whose flag names and choices the flags are written for.
+    type: str
+    default: 0.5.23
+  model_jit:
+    description:
+      - V(cache_only) - a flashinfer module missing from the prebuilt JIT cache is never compiled during verification
+        (C(FLASHINFER_DISABLE_JIT=1) around the model checks); the check is skipped and names the module. V(allow) -
+        compile it (the CUTLASS fused MoE module for SM90 takes more than 28 minutes on 16 cores).
+    type: str
+    choices: [cache_only, allow]
+    default: cache_only
   markers:
     description:
       - JSON files under the interpreter's C(sys.prefix) (the venv's root), for example
@@ -440,6 +501,31 @@ ansible_facts:
       returned: always
       type: dict
       contains:
+        model:
+          description: With O(model), the model verified - its name, precision, TP size, shard shapes and the backend families it needs.
+          returned: with O(model)
+          type: dict
+        model_checks:
+          description:
+            - With O(model), one entry per model check and GPU in the shape of RV(ansible_facts.gpufleet_torch.kernels),
+              plus C(shapes), C(autotune) (the modes run) and, for MoE, C(experts_checked) and C(note) when fewer experts
+              than the model's were checked.
+          returned: with O(model)
+          type: list
+          elements: dict
+        model_checks_error:
+          description: The exception that stopped the model checks, when one did.
+          returned: with O(model)
+          type: str
+        backends:
+          description:
+            - With O(model), the serving backends - C(status) (V(selected), V(failed), or V(skipped) with C(reason) when no
+              GPU was worked), C(qualification) (per GPU model, family and backend - qualified, failed or skipped, with
+              the reason), C(flags) (family -> backend), C(args) (the sglang command-line flags), C(env) (an environment
+              file with C(SGLANG_ARGS)), C(problems), C(sglang_version) and C(source).
+          returned: with O(model)
+          type: dict
+          sample: {status: selected, flags: {moe_runner: flashinfer_cutlass}, args: "--moe-runner-backend flashinfer_cutlass"}
         python_executable:
           description: C(sys.executable) of the interpreter.
           type: str
@@ -715,7 +801,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import busy, kernel_checks, proof
+from ansible_collections.gpufleet.inference.plugins.module_utils import backends, busy, kernel_checks, model_verify, proof
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
     C_LOCALE,
     check_health_expectations,
@@ -848,6 +934,15 @@ def main():
             mode=dict(type='str', choices=list(busy.MODES), default='auto'),
             busy_memory_mib=dict(type='int', default=busy.DEFAULT_BUSY_MEMORY_MIB),
             proof=dict(type='bool', default=False),
+            model=dict(type='str', default=''),
+            model_config=dict(type='dict'),
+            model_quant_config=dict(type='dict'),
+            tp_size=dict(type='int', default=1),
+            backend_preference=dict(type='dict', default={}),
+            backend_required=dict(type='dict', default={}),
+            backend_families=dict(type='list', elements='str'),
+            sglang_version=dict(type='str', default=backends.DEFAULT_SGLANG_VERSION),
+            model_jit=dict(type='str', choices=list(model_verify.JIT_MODES), default='cache_only'),
         ),
         required_one_of=[['python', 'link']],
         mutually_exclusive=[['python', 'link']],
@@ -930,6 +1025,10 @@ def main():
             module.fail_json(msg='kernel_tolerances: %s must be a positive number (got %r)' % (name, value),
                              probed=False, **extra)
     kernels = params['kernels'] or bool(params['expect']['kernels'])
+    model, model_errors = model_verify.resolve(params)
+    if model_errors:
+        module.fail_json(msg='; '.join(model_errors), mismatches=model_errors, probed=False, **extra)
+    numeric_asked = numeric_asked or model is not None
 
     use = busy.plan(params['mode'], gpu_facts, params['environment'])
     use['gpus'] = [dict(index=gpu['index'], uuid=gpu.get('uuid'), busy=gpu.get('busy', False),
@@ -962,6 +1061,8 @@ def main():
         packages=params['packages'],
         markers=params['markers'],
     )
+    if model is not None and use['numeric']:
+        probe_params.update(model_verify.probe_params(model, params))
     if collectives_asked and not use['collectives_skip']:
         probe_params.update((name, params[name]) for name in (
             'collectives', 'collectives_backend', 'collectives_world_size', 'collectives_sizes_mib',
@@ -987,7 +1088,7 @@ def main():
     facts['probe_seconds'] = probe_seconds
     if use['visible'] is not None:
         # torch's device numbers under the mask -> nvidia-smi's
-        for entry in (facts.get('smoke') or []) + (facts.get('kernels') or []):
+        for entry in (facts.get('smoke') or []) + (facts.get('kernels') or []) + (facts.get('model_checks') or []):
             entry['device'] = busy.torch_to_smi(use, entry.get('device'))
         for device in facts.get('devices') or []:
             device['index'] = busy.torch_to_smi(use, device.get('index'))
@@ -1002,6 +1103,8 @@ def main():
     mismatches = check_health(facts, smoke, params['smoke_tolerance'])
     mismatches.extend(check_kernels(facts))
     mismatches.extend(check_collectives(facts))
+    if model is not None:
+        mismatches.extend(model_verify.judge(model, facts, params, use['numeric']))
     if params['gpu']:
         gpu_facts = facts_out['gpufleet_gpu']
         worked = facts.get('smoke') or facts.get('kernels') or (facts.get('collectives') or {}).get('results')

@@ -1,0 +1,120 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""torch_verify's model part, on the host before and after the probe: the
+served model's profile and shard shapes from the module's options (before any
+GPU work, with errors naming the variable), and after the probe the
+qualification of each serving backend per GPU model, the sglang flags that
+follow from it and the operator's preference, and the failures."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+from ansible_collections.gpufleet.inference.plugins.module_utils import backends, model_checks, model_profile
+
+JIT_MODES = ('cache_only', 'allow')
+# The family each kind of model needs flags for.
+NEEDED = (('moe_runner', lambda profile: bool(profile and profile.get('experts'))),
+          ('fp4_gemm', lambda profile: bool(profile and profile['quantization']['method'] == 'nvfp4')))
+
+
+def _read(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def resolve(params):
+    """(model dict or None, [errors]) from the options model, model_config,
+    model_quant_config, tp_size, backend_preference, backend_required,
+    backend_families, sglang_version, model_jit."""
+    errors = []
+    model = params.get('model') or ''
+    config = params.get('model_config') or None
+    tp = params.get('tp_size') or 1
+    errors.extend(backends.validate(params.get('backend_preference') or {}, params.get('backend_required') or {},
+                                    params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION))
+    if params.get('model_jit', 'cache_only') not in JIT_MODES:
+        errors.append('verify_model_jit: must be one of %s, found %r' % (', '.join(JIT_MODES), params.get('model_jit')))
+    families = params.get('backend_families')
+    known = backends.families_of(params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION) \
+        if (params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION) in backends.known_versions() else {}
+    for family in families or []:
+        if family not in known:
+            errors.append('verify_backend_families: %r is not a backend family; allowed: %s'
+                          % (family, ', '.join(sorted(known))))
+    if not model and not config:
+        return None, errors
+    try:
+        if config:
+            quant = params.get('model_quant_config') or None
+            profile = model_profile.profile_from_config(config, quant, name=model or 'model_config')
+            resolved = {'profile': profile, 'shapes': model_profile.shard_shapes(profile, tp)}
+        elif model in model_profile.PROFILES:
+            resolved = model_profile.resolve(model, tp)
+        else:
+            path = os.path.expanduser(model)
+            if os.path.isdir(path):
+                path = os.path.join(path, 'config.json')
+            text = _read(path) if os.path.isfile(path) else None
+            quant_path = os.path.join(os.path.dirname(path), 'hf_quant_config.json')
+            quant_text = _read(quant_path) if text is not None and os.path.isfile(quant_path) else None
+            resolved = model_profile.resolve(model, tp, config_text=text, quant_text=quant_text)
+    except model_profile.ProfileError as exc:
+        errors.append(str(exc))
+        return None, errors
+    profile = resolved['profile']
+    resolved['name'] = profile['name']
+    resolved['precision'] = profile['quantization']['method']
+    resolved['tp'] = resolved['shapes']['tp']
+    if families is None:
+        families = [family for family, needed in NEEDED if needed(profile)]
+    resolved['families'] = list(families)
+    return resolved, errors
+
+
+def judge(model, facts, params, numeric):
+    """After the probe: facts['model'] and facts['backends'], and the mismatches.
+    numeric: whether the GPUs were worked (False in in_service mode or with
+    every GPU busy: nothing is qualified then, and that is not a failure)."""
+    mismatches = []
+    results = facts.get('model_checks') or []
+    if facts.get('model_checks_error'):
+        mismatches.append('model: expected the model checks to run, found %s' % facts['model_checks_error'].splitlines()[0])
+    for entry in results:
+        if entry.get('status') == 'failed' and entry['check'] not in backends.CHECK_BACKENDS:
+            mismatches.append('model: expected %s at the shapes of %s to match fp32 on device %s (%s), found %s'
+                              % (entry['check'], model['name'], entry.get('device'), entry.get('device_name'),
+                                 entry.get('reason')))
+    facts['model'] = dict((key, model[key]) for key in ('name', 'precision', 'tp', 'shapes', 'families'))
+    version = params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION
+    gpus = [entry for entry in results if entry.get('device') != 'cpu']
+    if not numeric or not gpus:
+        why = 'no GPU was worked (mode %s)' % params.get('mode') if not numeric else 'no CUDA device'
+        facts['backends'] = {'status': 'skipped', 'reason': why, 'flags': {}, 'args': None, 'env': None,
+                             'qualification': {}, 'problems': []}
+        return mismatches
+    qualification = backends.qualify(results)
+    selection = backends.select(qualification, model['families'], params.get('backend_preference') or None,
+                                params.get('backend_required') or None)
+    record = backends.record(qualification, selection, version, model['name'])
+    record['status'] = 'failed' if selection['problems'] else 'selected'
+    record['env'] = backends.render_env(selection['flags'], version) if not selection['problems'] else None
+    record['tp'] = model['tp']
+    record['precision'] = model['precision']
+    facts['backends'] = record
+    mismatches.extend('backends: %s' % problem for problem in selection['problems'])
+    return mismatches
+
+
+def probe_params(model, params):
+    """What the probe needs to run the model checks."""
+    return {'model_shapes': model['shapes'], 'model_precision': model['precision'],
+            'model_jit': params.get('model_jit') or 'cache_only'}
+
+
+def check_names():
+    return model_checks.check_names()

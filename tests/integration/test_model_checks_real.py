@@ -1,0 +1,130 @@
+"""The model check engine (module_utils/model_checks) on a real torch (the
+2.13.0 CPU wheel): the reference MoE against a hand-computed case, the router,
+and the MoE check through fake flashinfer fused MoE ops that are right, take
+the gate/up halves in the wrong order, give NaN in a few rows only from
+M=129, are wrong only with the autotuner on, or are missing from the prebuilt
+JIT cache. The engine runs on CPU tensors here (a GPU runs it on the H200:
+docs/evidence)."""
+import json
+import os
+import subprocess
+import textwrap
+
+from conftest import ROOT
+
+ENGINE = textwrap.dedent("""\
+    import contextlib, json, math, sys, types
+    sys.path.insert(0, sys.argv[1])
+    import torch
+    from ansible_collections.gpufleet.inference.plugins.module_utils import model_checks as mc
+
+    out = {}
+    # hand-computed: one token, hidden 2, intermediate 1, two experts, top-1
+    x = torch.tensor([[1.0, 2.0]])
+    gate = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]])
+    up = torch.tensor([[[0.0, 1.0]], [[1.0, 0.0]]])
+    down = torch.tensor([[[1.0], [2.0]], [[3.0], [0.0]]])
+    weights, ids = mc.route(torch, torch.tensor([[0.0, 5.0]]), 1, True)
+    out['route'] = [weights.tolist(), ids.tolist()]
+    out['ref_e1'] = mc.reference_moe(torch, x, weights, ids, gate, up, down).tolist()
+    weights2, ids2 = mc.route(torch, torch.tensor([[0.0, math.log(3.0)]]), 2, False)
+    out['route2'] = [weights2.tolist(), ids2.tolist()]
+    out['ref_both'] = mc.reference_moe(torch, x, weights2, ids2, gate, up, down).tolist()
+
+    state = {'tuning': False}
+
+    def fused(kind):
+        def op(input, token_selected_experts, token_final_scales, fc1_expert_weights, fc2_expert_weights,
+               output_dtype, quant_scales, output=None, use_fused_finalize=True):
+            if kind == 'not_built':
+                exc = type('MissingJITCacheError', (RuntimeError,), {})('JIT compilation is disabled')
+                exc.spec = types.SimpleNamespace(name='fused_moe_90')
+                raise exc
+            inter = fc1_expert_weights.shape[1] // 2
+            up_w, gate_w = fc1_expert_weights[:, :inter], fc1_expert_weights[:, inter:]
+            if kind == 'swapped':
+                up_w, gate_w = gate_w, up_w
+            result = mc.reference_moe(torch, input, token_final_scales, token_selected_experts, gate_w, up_w,
+                                      fc2_expert_weights)
+            if kind == 'nan_from_129' and input.shape[0] >= 129:
+                result[5:8] = float('nan')
+            if kind == 'wrong_when_tuned' and state['tuning']:
+                result = result * 1.5
+            output.copy_(result.to(output_dtype))
+            return output
+        return op
+
+    @contextlib.contextmanager
+    def autotune(tune_mode=True):
+        state['tuning'] = tune_mode
+        try:
+            yield
+        finally:
+            state['tuning'] = False
+
+    shapes = {'tp': 1, 'hidden': 64, 'gemms': [{'layer': 'qkv', 'n': 96, 'k': 64}],
+              'moe': {'experts': 16, 'top_k': 4, 'hidden': 64, 'intermediate': 32, 'renormalize': True}}
+    for kind in ('right', 'swapped', 'nan_from_129', 'wrong_when_tuned', 'not_built'):
+        flashinfer = types.ModuleType('flashinfer')
+        flashinfer.fused_moe = types.SimpleNamespace(cutlass_fused_moe=fused(kind))
+        flashinfer.autotune = autotune
+        generator = torch.Generator(device='cpu')
+        generator.manual_seed(mc.SEED)
+        ctx = {'torch': torch, 'generator': generator, 'device': torch.device('cpu'), 'index': 'cpu',
+               'device_name': 'cpu', 'capability': (9, 0), 'modules': {'flashinfer': flashinfer, 'torch': torch}}
+        out[kind] = mc.run_one(torch, 'moe.flashinfer_cutlass.bf16', ctx, shapes, 0.02, True, True)
+    ctx['modules'] = {'torch': torch}
+    out['gemm'] = mc.run_one(torch, 'model.gemm.bf16', ctx, shapes, 0.01, False, True)
+    # on a host without a GPU every model check is a skip that says why
+    out['cpu'] = mc.run_checks(torch, {'torch': torch, 'flashinfer': None}, [('cpu', 'cpu', None)], shapes, 'none')
+    print(json.dumps(out))
+    """)
+
+
+def test_reference_router_and_each_wrong_backend(torch_cpu_venv):
+    proc = subprocess.run([os.path.join(torch_cpu_venv, "bin", "python"), "-c", ENGINE, os.path.join(ROOT, ".collections")],
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    # router: softmax, top-1 renormalized -> weight 1 on expert 1
+    assert out["route"] == [[[1.0]], [[1]]]
+    # expert 1: gate x = 2, up x = 1, silu(2) * 1 = 1.7615942, down = [3, 0]
+    silu2 = 2.0 / (1.0 + 2.718281828459045 ** -2.0)
+    assert abs(out["ref_e1"][0][0] - 3 * silu2) < 1e-5 and out["ref_e1"][0][1] == 0.0
+    # top-2 without renormalizing: softmax([0, ln 3]) = [0.25, 0.75]
+    (w_hi, w_lo), (e_hi, e_lo) = out["route2"][0][0], out["route2"][1][0]
+    assert (e_hi, e_lo) == (1, 0) and abs(w_hi - 0.75) < 1e-6 and abs(w_lo - 0.25) < 1e-6
+    silu1 = 1.0 / (1.0 + 2.718281828459045 ** -1.0)
+    # expert 0: gate x = 1, up x = 2 -> 2 silu(1), down [1, 2]
+    expected = [0.75 * 3 * silu2 + 0.25 * 2 * silu1, 0.25 * 2 * 2 * silu1]
+    assert all(abs(a - b) < 1e-5 for a, b in zip(out["ref_both"][0], expected)), out["ref_both"]
+
+    right = out["right"]
+    assert right["status"] == "ok", right
+    assert right["autotune"] == ["off", "on"] and right["sizes"] == [1, 7, 128, 129, 1024]
+    assert right["experts_checked"] == 16 and 0 < right["relative_error"] < 0.02  # bf16 rounding only
+
+    swapped = out["swapped"]
+    assert swapped["status"] == "failed" and swapped["reason"].startswith("relative error"), swapped
+    assert "moe, M=1" in swapped["reason"]
+
+    nan = out["nan_from_129"]
+    assert nan["status"] == "failed" and nan["reason"].startswith("192 NaN/Inf of"), nan
+    assert nan["failed_sizes"] == ["moe, M=129", "moe, M=1024", "moe, autotune on, M=129", "moe, autotune on, M=1024"]
+
+    tuned = out["wrong_when_tuned"]
+    assert tuned["status"] == "failed"
+    assert all("autotune on" in where for where in tuned["failed_sizes"]) and len(tuned["failed_sizes"]) == 5
+
+    built = out["not_built"]
+    assert built["status"] == "skipped"
+    assert built["reason"].startswith("flashinfer module fused_moe_90 is not built for this stack"), built
+
+    gemm = out["gemm"]
+    assert gemm["status"] == "ok" and gemm["shapes"] == [{"layer": "qkv", "n": 96, "k": 64}]
+    assert gemm["sizes"] == [1, 7, 127, 128, 129, 1024, 2001]
+
+    assert [(e["check"], e["status"], e["reason"]) for e in out["cpu"]] == [
+        ("model.gemm.bf16", "skipped", "no CUDA device"),
+        ("moe.flashinfer_cutlass.bf16", "skipped", "flashinfer is not installed")]
