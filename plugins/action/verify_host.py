@@ -72,6 +72,14 @@ ROLE_OPTIONS = {
         ("mode", "verify_mode", str),
         ("busy_memory_mib", "verify_busy_memory_mib", int),
         ("proof", "verify_proof", bool),
+        # the served model and its serving backends
+        ("model", "verify_model", str),
+        ("model_config", "verify_model_config", None),
+        ("tp_size", "verify_tp_size", int),
+        ("backend_preference", "verify_backend_preference", None),
+        ("backend_required", "verify_backend_required", None),
+        ("sglang_version", "verify_sglang_version", str),
+        ("model_jit", "verify_model_jit", str),
     ),
 }
 

@@ -62,7 +62,7 @@ def resolve(params):
             text = _read(path) if os.path.isfile(path) else None
             quant_path = os.path.join(os.path.dirname(path), 'hf_quant_config.json')
             quant_text = _read(quant_path) if text is not None and os.path.isfile(quant_path) else None
-            resolved = model_profile.resolve(model, tp, config_text=text, quant_text=quant_text)
+            resolved = model_profile.resolve(path, tp, config_text=text, quant_text=quant_text)
     except model_profile.ProfileError as exc:
         errors.append(str(exc))
         return None, errors

@@ -313,6 +313,47 @@ def _kernel_device(dev):
     return "cpu" if dev == "cpu" else "gpu%s" % dev
 
 
+def _model(torch):
+    """The served model and its serving backends (torch_verify's model, model_checks
+    and backends), or None without a model: name, tp, precision, status, flags,
+    args, problems, per GPU model and family the backends' verdicts, and the
+    model checks that did not pass."""
+    model = (torch or {}).get("model")
+    if not isinstance(model, dict):
+        return None
+    backends = (torch or {}).get("backends") if isinstance((torch or {}).get("backends"), dict) else {}
+    verdicts = []
+    for gpu, families in sorted((backends.get("qualification") or {}).items()):
+        for family, per_backend in sorted((families or {}).items()):
+            for backend, verdict in sorted((per_backend or {}).items()):
+                verdicts.append({"gpu": gpu, "family": family, "backend": backend, "status": verdict.get("status"),
+                                 "reason": verdict.get("reason")})
+    checks = [c for c in (torch or {}).get("model_checks") or [] if isinstance(c, dict)]
+    return {
+        "name": model.get("name"), "tp": model.get("tp"), "precision": model.get("precision"),
+        "status": backends.get("status"), "reason": backends.get("reason"),
+        "flags": dict(backends.get("flags") or {}), "args": backends.get("args"),
+        "problems": list(backends.get("problems") or []), "verdicts": verdicts,
+        "checks_ok": sum(1 for c in checks if c.get("status") == "ok"),
+        "not_passed": [{"check": c.get("check"), "device": c.get("device"), "status": c.get("status"),
+                        "reason": c.get("reason")} for c in checks if c.get("status") != "ok"],
+        "error": (torch or {}).get("model_checks_error"),
+    }
+
+
+def format_model(row):
+    """The model cell: ``qwen3-30b-a3b tp 2: --moe-runner-backend flashinfer_cutlass`` or ``-``."""
+    model = row.get("model") if isinstance(row, dict) else None
+    if not isinstance(model, dict):
+        return "-"
+    head = "%s tp %s (%s)" % (model.get("name"), model.get("tp"), model.get("precision"))
+    if model.get("status") == "selected":
+        return "%s: %s" % (head, model.get("args") or "no flags needed")
+    if model.get("status") == "skipped":
+        return "%s: backends not qualified (%s)" % (head, model.get("reason"))
+    return "%s: %s" % (head, "; ".join(model.get("problems") or []) or model.get("status"))
+
+
 def _kernels(torch):
     """Summary of torch_verify's kernel checks (``torch.kernels``, one entry per check and device).
 
@@ -538,6 +579,8 @@ def host_row(name, entry, previous_row, freeze_dir, mode):
         "sgl_kernel_choice": dict(entry.get("sgl_kernel_choice") or {}),
         "smoke_tflops": _smoke(torch),
         "kernels": _kernels(torch),
+        # the served model and the sglang flags its qualified backends gave, None without a model
+        "model": _model(torch),
         "allreduce": _allreduce(torch),
         "requirement_conflicts": _requirement_conflicts(entry, torch),
         "expectation_failures": parse_expectation_failures("\n".join(entry.get("mismatches") or []) or entry.get("message"))
@@ -685,6 +728,7 @@ def _env():
     env.filters["gpu_notes"] = gpu_notes
     env.filters["kernel_notes"] = kernel_notes
     env.filters["has_notes"] = has_notes
+    env.filters["model"] = format_model
     return env
 
 
@@ -753,7 +797,9 @@ def has_notes(row):
     if not isinstance(row, dict):
         return False
     kernels = row.get("kernels") if isinstance(row.get("kernels"), dict) else {}
+    model = row.get("model") if isinstance(row.get("model"), dict) else {}
     return bool(kernels.get("failed") or kernels.get("compiled") or kernels.get("error") or row.get("requirement_conflicts")
+                or model.get("problems") or [c for c in model.get("not_passed") or [] if c.get("status") == "failed"]
                 or (row.get("gpu_use") or {}).get("skipped") or (row.get("serving") or {}).get("actions")
                 or (row.get("serving") or {}).get("error"))
 
@@ -774,6 +820,18 @@ def kernel_notes(row):
                                                                " (%.1f s in all)" % secs if _number(secs) else ""))
     if kernels.get("error"):
         notes.append("kernel checks error: %s" % _one_line(kernels["error"]))
+    model = row.get("model") if isinstance(row.get("model"), dict) else {}
+    if model:
+        notes.append("model %s" % format_model(row))
+        for v in model.get("verdicts") or []:
+            if v.get("status") != "qualified":
+                notes.append("backend %s %s %s on %s: %s" % (v.get("family"), v.get("backend"), v.get("status"),
+                                                             v.get("gpu"), _one_line(v.get("reason"), 240)))
+        for c in model.get("not_passed") or []:
+            notes.append("model check %s %s on %s: %s" % (c.get("check"), c.get("status"), _kernel_device(c.get("device")),
+                                                          _one_line(c.get("reason"), 240)))
+        if model.get("error"):
+            notes.append("model checks error: %s" % _one_line(model["error"]))
     use = row.get("gpu_use") or {}
     for s in use.get("skipped") or []:
         where = "GPU %s" % s.get("gpu") if isinstance(s.get("gpu"), int) else "numeric checks"

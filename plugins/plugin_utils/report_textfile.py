@@ -15,6 +15,8 @@ from __future__ import annotations
 import calendar
 import datetime
 
+from ansible_collections.gpufleet.inference.plugins.module_utils import backends
+
 PREFIX = "gpufleet_"
 
 # name -> help; the GPU metrics take their value from gpu["health"][key].
@@ -26,6 +28,8 @@ HOST_METRICS = (
     ("host_allreduce_correct", "1 when every rank's all-reduce sum was exact"),
     ("host_kernel_proof_age_seconds", "Age of the oldest GPU's last numeric pass under the host's stack (absent when a GPU has none)"),
     ("host_kernel_proof_missing", "Number of GPUs never proven by a numeric pass under the host's stack"),
+    ("host_serving_backend", "1 per backend family for the sglang backend the host's verification chose (label flag)"),
+    ("host_backend_status", "1 for each serving backend's verdict per GPU model in the last verification (label status)"),
 )
 GPU_HEALTH = (
     ("gpu_pcie_link_gen", "pcie_gen_current", "PCIe generation of the link as trained"),
@@ -112,6 +116,14 @@ def render(report, hosts=None):
             age = proof.get("oldest_age_hours")
             add("host_kernel_proof_age_seconds", {"host": host}, round(age * 3600, 1) if _number(age) else None)
             add("host_kernel_proof_missing", {"host": host}, len(proof.get("never") or []))
+        model = row.get("model") if isinstance(row.get("model"), dict) else {}
+        flags = backends.families_of(backends.DEFAULT_SGLANG_VERSION)
+        for family, backend in sorted((model.get("flags") or {}).items()):
+            add("host_serving_backend", {"host": host, "family": family, "backend": backend, "model": model.get("name") or "",
+                                         "flag": (flags.get(family) or {}).get("flag", family)}, 1)
+        for verdict in model.get("verdicts") or []:
+            add("host_backend_status", {"host": host, "gpu_name": verdict.get("gpu") or "", "family": verdict.get("family"),
+                                        "backend": verdict.get("backend"), "status": verdict.get("status")}, 1)
         for gpu in row.get("gpus") or []:
             ids = {"host": host, "gpu": gpu.get("index")}
             add("gpu_info", dict(ids, name=gpu.get("name") or "", compute_capability=gpu.get("compute_capability") or ""), 1)

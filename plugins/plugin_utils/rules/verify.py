@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.inference.plugins.module_utils import backends, model_profile, model_verify
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
     expect_errors, is_list, number, show, tolerance_errors, type_name)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.fleet import LINK_RE
@@ -38,7 +39,33 @@ def verify_main(values):
     errors += expect_errors(values.get("verify_expect"), "verify_expect (gpufleet_expect)")
     errors += tolerance_errors(values.get("verify_kernel_tolerances"),
                                "verify_kernel_tolerances (gpufleet_kernel_tolerances)")
+    errors += model_errors(values)
     return errors
+
+
+def model_errors(values):
+    """The served model's inputs: what the controller can judge before any
+    change (a shipped profile or a config.json given as a dict, the TP size,
+    the backend names); a config.json path on the host is judged there."""
+    model = values.get("verify_model", "")
+    config = values.get("verify_model_config") or {}
+    tp = values.get("verify_tp_size", 1)
+    if not isinstance(model, str):
+        return ["verify_model (gpufleet_model) must be a shipped profile name or a path (got %s)" % type_name(model)]
+    if not isinstance(config, dict):
+        return ["verify_model_config (gpufleet_model_config) must be a dict, the model's config.json (got %s)"
+                % type_name(config)]
+    if not (_DIGITS_RE.match(show(tp)) and number(tp, 0, int) > 0):
+        return ["verify_tp_size (gpufleet_tp_size) must be a positive integer (got %s)" % show(tp)]
+    if model and not config and model not in model_profile.PROFILES and not model.startswith(("/", "~/")):
+        return ["gpufleet_model: %r is neither a shipped profile (%s) nor an absolute or ~/ path of a config.json"
+                % (model, ", ".join(sorted(model_profile.PROFILES)))]
+    params = {"model": model if (config or model in model_profile.PROFILES) else "", "model_config": config or None,
+              "tp_size": int(number(tp, 1, int)), "backend_preference": values.get("verify_backend_preference") or {},
+              "backend_required": values.get("verify_backend_required") or {},
+              "sglang_version": values.get("verify_sglang_version") or backends.DEFAULT_SGLANG_VERSION,
+              "model_jit": values.get("verify_model_jit", "cache_only")}
+    return model_verify.resolve(params)[1]
 
 
 ENTRY_POINTS = {"main": verify_main, "preflight": verify_main, "host": verify_main}

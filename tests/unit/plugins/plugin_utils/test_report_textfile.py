@@ -78,3 +78,45 @@ def test_write_report_writes_the_fleet_file_and_one_per_host(tmp_path):
     text = (tmp_path / "textfile" / "gpu03.prom").read_text()
     assert _samples(text)["gpufleet_host_status"][0][0]["host"] == "gpu03"
     assert "gpufleet_gpu_" not in text  # nothing was measured on it
+
+
+def _model_fleet():
+    """gpu01 serves Qwen3-30B-A3B with the flag qualified; on gpu02 the backend
+    made wrong on purpose failed and no other qualified."""
+    good = health_entry(gpus=1)
+    good["torch"]["model"] = {"name": "qwen3-30b-a3b", "tp": 1, "precision": "none", "families": ["moe_runner"],
+                              "shapes": {}}
+    good["torch"]["model_checks"] = [{"check": "moe.flashinfer_cutlass.bf16", "device": 0, "status": "ok"}]
+    good["torch"]["backends"] = {
+        "status": "selected", "flags": {"moe_runner": "flashinfer_cutlass"},
+        "args": "--moe-runner-backend flashinfer_cutlass", "problems": [],
+        "qualification": {"NVIDIA H200": {"moe_runner": {"flashinfer_cutlass": {"status": "qualified", "reason": None}}}}}
+    bad = health_entry(gpus=1)
+    bad["torch"]["model"] = dict(good["torch"]["model"])
+    reason = "relative error 0.91 > tolerance 0.02 at moe, M=1"
+    bad["torch"]["model_checks"] = [{"check": "moe.flashinfer_cutlass.bf16", "device": 0, "status": "failed",
+                                     "reason": reason}]
+    problem = "no moe_runner backend qualified on NVIDIA H200: tried flashinfer_cutlass (failed: %s)" % reason
+    bad["torch"]["backends"] = {
+        "status": "failed", "flags": {}, "args": "", "problems": [problem],
+        "qualification": {"NVIDIA H200": {"moe_runner": {"flashinfer_cutlass": {"status": "failed", "reason": reason}}}}}
+    bad["status"] = "failed"
+    return rep.build_report(run("verify", gpu01=good, gpu02=bad), now=NOW)
+
+
+def test_the_serving_backends_in_rows_notes_and_metrics():
+    report = _model_fleet()
+    rows = dict((row["host"], row) for row in report["hosts"])
+    assert rep.format_model(rows["gpu01"]) == "qwen3-30b-a3b tp 1 (none): --moe-runner-backend flashinfer_cutlass"
+    assert rows["gpu02"]["model"]["problems"][0].startswith("no moe_runner backend qualified on NVIDIA H200")
+    notes = rep.kernel_notes(rows["gpu02"])
+    assert "backend moe_runner flashinfer_cutlass failed on NVIDIA H200: relative error 0.91 > tolerance 0.02 at moe, M=1" \
+        in notes, notes
+    assert any(n.startswith("model check moe.flashinfer_cutlass.bf16 failed on ") for n in notes), notes
+    assert rep.has_notes(rows["gpu02"]) and not rep.has_notes(rows["gpu01"])
+    samples = _samples(textfile.render(report))
+    assert samples["gpufleet_host_serving_backend"] == [
+        ({"host": "gpu01", "family": "moe_runner", "backend": "flashinfer_cutlass", "model": "qwen3-30b-a3b",
+          "flag": "--moe-runner-backend"}, 1)]
+    status = dict((l["host"], l["status"]) for l, v in samples["gpufleet_host_backend_status"])
+    assert status == {"gpu01": "qualified", "gpu02": "failed"}
