@@ -331,9 +331,9 @@ def run_one(torch, name, ctx, shapes, tolerance, autotuned, cache_only):
         ctx['moe_experts'] = moe_experts(shapes['moe'])
         entry['experts_checked'] = ctx['moe_experts']
         if ctx['moe_experts'] < shapes['moe']['experts']:
+            kept = (ctx['moe_experts'], shapes['moe']['experts'], MOE_MAX_WEIGHT_BYTES >> 30)
             entry['note'] = ('%d of the model\'s %d experts (their bf16 weights within %d GiB); the shapes '
-                             'per expert are the model\'s' % (ctx['moe_experts'], shapes['moe']['experts'],
-                                                               MOE_MAX_WEIGHT_BYTES >> 30))
+                             'per expert are the model\'s' % kept)
         ctx['moe_weights'] = _moe_weights(ctx, shapes['moe'], ctx['moe_experts'])
     failures = []
     worst = 0.0
