@@ -81,8 +81,7 @@ def main():
           % (args.runs, ', '.join(report['devices']) or 'no GPU', report['torch_version'], args.model, args.tp,
              report['ratio']['median']))
     for check in checks:
-        print('  %-30s device %-4s %-8s %6s s  error %s  %s' % (check[0], check[1], check[2], check[3], check[4],
-                                                                 check[5] or ''))
+        print('  %-30s device %-4s %-8s %6s s  error %s  %s' % (check[:5] + (check[5] or '',)))
     if args.json:
         with open(args.json, 'w') as handle:
             json.dump(report, handle, indent=2, sort_keys=True)

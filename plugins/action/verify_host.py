@@ -75,6 +75,8 @@ ROLE_OPTIONS = {
         # the served model and its serving backends
         ("model", "verify_model", str),
         ("model_config", "verify_model_config", None),
+        ("model_quant_config", "verify_model_quant_config", None),
+        ("backend_families", "verify_backend_families", None),
         ("tp_size", "verify_tp_size", int),
         ("backend_preference", "verify_backend_preference", None),
         ("backend_required", "verify_backend_required", None),

@@ -154,14 +154,14 @@ def validate(preference, required, sglang_version=DEFAULT_SGLANG_VERSION):
     """
     errors = []
     if sglang_version not in SGLANG_SERVER_ARGS:
-        errors.append('verify_sglang_version: unknown sglang version %r; known: %s'
+        errors.append('gpufleet_sglang_version: unknown sglang version %r; known: %s'
                       % (sglang_version, ', '.join(known_versions())))
         families = None
     else:
         families = SGLANG_SERVER_ARGS[sglang_version]['families']
 
     if preference is not None:
-        variable = 'verify_backend_preference'
+        variable = 'gpufleet_backend_preference'
         if not isinstance(preference, dict):
             errors.append('%s must be a dict of family -> list of backend names, got %s'
                           % (variable, _type_name(preference)))
@@ -185,7 +185,7 @@ def validate(preference, required, sglang_version=DEFAULT_SGLANG_VERSION):
                         seen.add(name)
 
     if required is not None:
-        variable = 'verify_backend_required'
+        variable = 'gpufleet_backend_required'
         if not isinstance(required, dict):
             errors.append('%s must be a dict of family -> one backend name, got %s' % (variable, _type_name(required)))
         else:
@@ -319,7 +319,7 @@ def select(qualification, families_needed, preference=None, required=None):
                     found, reason = 'not checked', 'no kernel check of %s ran on %s' % (wanted, gpu)
                 else:
                     found, reason = verdict['status'], verdict['reason']
-                problems.append('verify_backend_required.%s: expected %s, found %s (%s) on %s'
+                problems.append('gpufleet_backend_required.%s: expected %s, found %s (%s) on %s'
                                 % (family, wanted, found, reason, gpu))
             else:
                 problems.append('no %s backend qualified on %s: tried %s'

@@ -54,6 +54,7 @@ CHECKS = (
 MOE_MAX_WEIGHT_BYTES = 4 << 30
 FP8_MAX = 448.0
 SEED = 20261204
+NO_MOE = 'the model has no MoE layer'
 
 
 def check_names():
@@ -122,6 +123,7 @@ def _gemm_bf16(ctx, shape, m):
 
 
 def _gemm_fp8(ctx, shape, m):
+    _block_fp8_skip(ctx, 'the GEMMs')
     torch = ctx['torch']
     kc = _kc()
     a, sa = kc._fp8_quant(torch, _randn(ctx, m, shape['k']))
@@ -172,12 +174,24 @@ def _moe_inputs(ctx, moe, m):
     return x, weights, ids
 
 
+def _output(ctx, moe, m):
+    """The output buffer handed to the op, NaN until the op writes it (an op that
+    leaves rows unwritten fails as NaN, never as stale memory). The fused
+    finalize stays at flashinfer's default, as serving calls it."""
+    torch = ctx['torch']
+    return {'output': torch.full((m, moe['hidden']), float('nan'), dtype=torch.bfloat16, device=ctx['device'])}
+
+
 def _cutlass_moe(ctx, args, optional):
+    """flashinfer's cutlass_fused_moe; its return value, else the output buffer it filled."""
     kc = _kc()
     op = kc.resolve_op(ctx['modules']['flashinfer'], 'fused_moe.cutlass_fused_moe')
     if op is None:
         raise kc.Skip('flashinfer.fused_moe.cutlass_fused_moe is not in this version')
-    return kc.call(op, args, optional)
+    result = kc.call(op, args, optional)
+    if isinstance(result, (tuple, list)):
+        result = result[0]
+    return result if hasattr(result, 'shape') else optional['output']
 
 
 def _moe_bf16(ctx, moe, m):
@@ -185,10 +199,9 @@ def _moe_bf16(ctx, moe, m):
     gate, up, down = ctx['moe_weights']
     x, weights, ids = _moe_inputs(ctx, moe, m)
     # flashinfer's fc1 holds the up half first, then the gate half (SwiGLU: silu(gate) * up).
-    fc1 = ctx.setdefault('fc1', torch.cat([up, gate], dim=1).contiguous())
-    out = torch.empty(m, moe['hidden'], dtype=torch.bfloat16, device=ctx['device'])
-    _cutlass_moe(ctx, (x, ids, weights, fc1, down, torch.bfloat16, []),
-                 {'output': out, 'use_fused_finalize': False})
+    if 'fc1' not in ctx:
+        ctx['fc1'] = torch.cat([up, gate], dim=1).contiguous()
+    out = _cutlass_moe(ctx, (x, ids, weights, ctx['fc1'], down, torch.bfloat16, []), _output(ctx, moe, m))
     return out, reference_moe(torch, x, weights, ids, gate, up, down)
 
 
@@ -200,9 +213,18 @@ def _fp8_per_expert(torch, weight):
     return quant, scale
 
 
+def _block_fp8_skip(ctx, what):
+    block = ctx.get('fp8_block')
+    if block:
+        raise _kc().Skip('the model\'s FP8 is block-scaled (weight_block_size %s): serving runs %s through the '
+                         'block-scale kernels, which this version does not check; the per-tensor check would '
+                         'qualify a kernel serving never runs' % (list(block), what))
+
+
 def _moe_fp8(ctx, moe, m):
     """Per-tensor FP8: activations and per-expert weights in e4m3; the reference
     runs on the dequantized values the kernel saw."""
+    _block_fp8_skip(ctx, 'the fused MoE')
     torch = ctx['torch']
     if 'fp8' not in ctx:
         gate, up, down = ctx['moe_weights']
@@ -225,10 +247,9 @@ def _moe_fp8(ctx, moe, m):
         act = torch.nn.functional.silu(h @ gate_d[expert].t()) * (h @ up_d[expert].t())
         act_max = max(act_max, act.abs().max().item())
     a2 = torch.tensor(max(act_max, 1e-6) / FP8_MAX, dtype=torch.float32, device=ctx['device'])
-    scales = [(w1s * a1).float(), (1.0 / a2).reshape(1).float(), (w2s * a2).float(), a1.reshape(1).float()]
-    out = torch.empty(m, moe['hidden'], dtype=torch.bfloat16, device=ctx['device'])
-    _cutlass_moe(ctx, (xq, ids, weights, w1, w2, torch.bfloat16, scales),
-                 {'output': out, 'use_fused_finalize': False})
+    # per expert [E] for the weights, 0-dim for the activations (the binding checks the ranks)
+    scales = [(w1s * a1).float(), (1.0 / a2).reshape(()).float(), (w2s * a2).float(), a1.reshape(()).float()]
+    out = _cutlass_moe(ctx, (xq, ids, weights, w1, w2, torch.bfloat16, scales), _output(ctx, moe, m))
     return out, ref
 
 
@@ -309,7 +330,8 @@ def _not_built(exc):
     spec = getattr(exc, 'spec', None)
     name = getattr(spec, 'name', None) or 'a flashinfer module'
     return ('flashinfer module %s is not built for this stack (it is never compiled during verification: '
-            'build it into the JIT cache on a builder, or allow compiling with jit=allow)' % name)
+            'install it prebuilt, e.g. the flashinfer-jit-cache package, or allow compiling with '
+            'gpufleet_model_jit: allow)' % name)
 
 
 def _targets(name, shapes):
@@ -319,62 +341,77 @@ def _targets(name, shapes):
     return [(gemm['layer'], gemm) for gemm in shapes['gemms']]
 
 
-def run_one(torch, name, ctx, shapes, tolerance, autotuned, cache_only):
+def _sweep(torch, name, ctx, targets, sweep, modes, tolerance, cache_only, entry, failures):
+    """Every (mode, layer, M) of one check; failures appended, the worst error returned.
+    Raises Skip when the check cannot run here at all."""
     kc = _kc()
     runner = RUNNERS[name]
+    worst = 0.0
+    for mode in modes:
+        for label, shape in targets:
+            for m in sweep:
+                where = '%s, %sM=%d' % (label, 'autotune on, ' if mode == 'on' else '', m)
+                try:
+                    with _NoJit(cache_only):
+                        with _Autotune(ctx, mode == 'on'):
+                            out, ref = runner(ctx, shape, m)
+                    kc._sync(torch, ctx['index'])
+                    nonfinite, error, zero = kc.compare(torch, out, ref)
+                except kc.Skip:
+                    raise
+                except Exception as exc:  # pylint: disable=broad-except
+                    reason = _not_built(exc)
+                    if reason:
+                        raise kc.Skip(reason)
+                    text = kc._error_text(exc)
+                    failures.append((where, 'error', kc.diagnose_error(text, name, ctx['capability']), None))
+                    if kc.NO_KERNEL_IMAGE in text:
+                        return worst  # the same for every size
+                    continue
+                if nonfinite:
+                    entry['nonfinite'] += nonfinite
+                    failures.append((where, 'nonfinite', '%d NaN/Inf of %d' % (nonfinite, out.numel()), None))
+                elif zero:
+                    failures.append((where, zero, zero, None))
+                else:
+                    worst = max(worst, error)
+                    if error > tolerance:
+                        failures.append((where, 'error_tol', 'relative error %.3g > tolerance %g' % (error, tolerance),
+                                         error))
+    return worst
+
+
+def run_one(torch, name, ctx, shapes, tolerance, autotuned, cache_only):
+    """One check on one device -> its result entry (never raises for what the op or
+    the device did: an error is a failure, a check that cannot run a skip)."""
+    kc = _kc()
     sweep = MOE_SWEEP_M if name.startswith('moe.') else SWEEP_M
     entry = kc.new_entry(name, ctx['index'], ctx['device_name'], tolerance, sizes=sweep)
     entry['autotune'] = ['off', 'on'] if autotuned else ['off']
     targets = _targets(name, shapes)
     entry['shapes'] = [dict(shape, layer=label) if label != 'moe' else dict(shape) for label, shape in targets]
-    if name.startswith('moe.') and shapes.get('moe'):
-        ctx['moe_experts'] = moe_experts(shapes['moe'])
-        entry['experts_checked'] = ctx['moe_experts']
-        if ctx['moe_experts'] < shapes['moe']['experts']:
-            kept = (ctx['moe_experts'], shapes['moe']['experts'], MOE_MAX_WEIGHT_BYTES >> 30)
-            entry['note'] = ('%d of the model\'s %d experts (their bf16 weights within %d GiB); the shapes '
-                             'per expert are the model\'s' % kept)
-        ctx['moe_weights'] = _moe_weights(ctx, shapes['moe'], ctx['moe_experts'])
     failures = []
     worst = 0.0
     started = time.time()
     try:
-        for mode in entry['autotune']:
-            for label, shape in targets:
-                for m in sweep:
-                    tag = '%s, %sM=' % (label, 'autotune on, ' if mode == 'on' else '')
-                    try:
-                        with _NoJit(cache_only):
-                            with _Autotune(ctx, mode == 'on'):
-                                out, ref = runner(ctx, shape, m)
-                        kc._sync(torch, ctx['index'])
-                    except kc.Skip:
-                        raise
-                    except Exception as exc:  # pylint: disable=broad-except
-                        reason = _not_built(exc)
-                        if reason:
-                            raise kc.Skip(reason)
-                        text = kc._error_text(exc)
-                        failures.append((tag + str(m), 'error', kc.diagnose_error(text, name, ctx['capability']), None))
-                        if kc.NO_KERNEL_IMAGE in text:
-                            raise StopIteration
-                        continue
-                    nonfinite, error, zero = kc.compare(torch, out, ref)
-                    if nonfinite:
-                        entry['nonfinite'] += nonfinite
-                        failures.append((tag + str(m), 'nonfinite', '%d NaN/Inf of %d' % (nonfinite, out.numel()), None))
-                    elif zero:
-                        failures.append((tag + str(m), zero, zero, None))
-                    else:
-                        worst = max(worst, error)
-                        if error > tolerance:
-                            failures.append((tag + str(m), 'error_tol',
-                                             'relative error %.3g > tolerance %g' % (error, tolerance), error))
+        if name.startswith('moe.') and shapes.get('moe'):
+            ctx['moe_experts'] = moe_experts(shapes['moe'])
+            entry['experts_checked'] = ctx['moe_experts']
+            if ctx['moe_experts'] < shapes['moe']['experts']:
+                kept = (ctx['moe_experts'], shapes['moe']['experts'], MOE_MAX_WEIGHT_BYTES >> 30)
+                entry['note'] = ('%d of the model\'s %d experts (their bf16 weights within %d GiB); the shapes '
+                                 'per expert are the model\'s' % kept)
+            ctx['moe_weights'] = _moe_weights(ctx, shapes['moe'], ctx['moe_experts'])
+        worst = _sweep(torch, name, ctx, targets, sweep, entry['autotune'], tolerance, cache_only, entry, failures)
     except kc.Skip as exc:
-        entry.update(status='skipped', reason=str(exc))
-        return entry
-    except StopIteration:
-        pass
+        if not failures:
+            entry.update(status='skipped', reason=str(exc))
+            return entry
+        # what already failed stays failed: the skip only ends the sweep
+        failures.append(('the rest of the sweep', 'skip', 'not run (%s)' % exc, None))
+    except Exception as exc:  # pylint: disable=broad-except
+        # the setup itself broke (out of memory, a sticky CUDA error): a failure of this check
+        failures.append(('setup', 'error', kc._error_text(exc), None))
     finally:
         for key in ('moe_weights', 'fc1', 'fp8'):
             ctx.pop(key, None)
@@ -404,19 +441,23 @@ def _group(failures):
                       for group in groups)
 
 
-def run_checks(torch, modules, devices, shapes, precision, tolerances=None, jit='cache_only', only=None):
+def run_checks(torch, modules, devices, shapes, precision, tolerances=None, jit='cache_only', only=None, fp8_block=None):
     """The checks that apply to precision, on every device -> list of result entries.
 
     modules: set name -> imported module or the import error text; devices:
     [(index or 'cpu', name, (major, minor) or None)]; shapes: model_profile's
     shard shapes; jit: 'cache_only' (a flashinfer module missing from the
     prebuilt cache is a skip) or 'allow'; only: check names to run (None: all
-    that apply)."""
+    that apply); fp8_block: the model's FP8 weight block ([n, k]) when its FP8
+    is block-scaled."""
     import contextlib
 
     kc = _kc()
     tolerances = tolerances or {}
     results = []
+    # the fp32 references in full fp32 (TF32 would blur them)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     for name, set_name, min_cc, precisions, tolerance, autotuned in CHECKS:
         if precision not in precisions or (only is not None and name not in only):
             continue
@@ -424,7 +465,7 @@ def run_checks(torch, modules, devices, shapes, precision, tolerances=None, jit=
         module = modules.get(set_name)
         for index, device_name, capability in devices:
             if not shapes.get('moe') and name.startswith('moe.'):
-                reason = 'the model has no MoE layer'
+                reason = NO_MOE
             elif module is None:
                 reason = '%s is not installed' % set_name
             elif isinstance(module, str):
@@ -438,11 +479,19 @@ def run_checks(torch, modules, devices, shapes, precision, tolerances=None, jit=
             if reason:
                 results.append(kc.new_entry(name, index, device_name, tolerance, 'skipped', reason))
                 continue
-            generator = torch.Generator(device=torch.device('cuda', index))
-            generator.manual_seed(SEED)
+            try:
+                generator = torch.Generator(device=torch.device('cuda', index))
+                generator.manual_seed(SEED)
+            except Exception as exc:  # pylint: disable=broad-except
+                results.append(kc.new_entry(name, index, device_name, tolerance, 'failed',
+                                            'the device did not take work: %s' % kc._error_text(exc)))
+                continue
             ctx = {'torch': torch, 'generator': generator, 'device': torch.device('cuda', index), 'index': index,
-                   'device_name': device_name, 'capability': capability, 'modules': modules}
+                   'device_name': device_name, 'capability': capability, 'modules': modules, 'fp8_block': fp8_block}
             with torch.cuda.device(index) if index != 'cpu' else contextlib.nullcontext():
                 results.append(run_one(torch, name, ctx, shapes, tolerance, autotuned, jit != 'allow'))
-            torch.cuda.empty_cache()
+            try:
+                torch.cuda.empty_cache()
+            except Exception:  # pylint: disable=broad-except
+                pass
     return results

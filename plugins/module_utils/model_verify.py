@@ -22,9 +22,18 @@ NEEDED = (('moe_runner', lambda profile: bool(profile and profile.get('experts')
           ('fp4_gemm', lambda profile: bool(profile and profile['quantization']['method'] == 'nvfp4')))
 
 
+# Compiling flashinfer's fused MoE module for SM90 took more than 28 minutes
+# on 16 cores: with model_jit=allow the verification needs this much time.
+ALLOW_JIT_MIN_TIMEOUT = 3600
+
+
 def _read(path):
-    with open(path) as handle:
-        return handle.read()
+    """The file's bytes; an unreadable file is a ProfileError naming it."""
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read()
+    except (IOError, OSError) as exc:
+        raise model_profile.ProfileError(model_profile.MODEL_VARIABLE, 'cannot read %s: %s' % (path, exc))
 
 
 def resolve(params):
@@ -34,17 +43,23 @@ def resolve(params):
     errors = []
     model = params.get('model') or ''
     config = params.get('model_config') or None
-    tp = params.get('tp_size') or 1
+    tp = params.get('tp_size')
+    tp = 1 if tp is None else tp
     errors.extend(backends.validate(params.get('backend_preference') or {}, params.get('backend_required') or {},
                                     params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION))
     if params.get('model_jit', 'cache_only') not in JIT_MODES:
-        errors.append('verify_model_jit: must be one of %s, found %r' % (', '.join(JIT_MODES), params.get('model_jit')))
+        errors.append('gpufleet_model_jit: must be one of %s, found %r' % (', '.join(JIT_MODES), params.get('model_jit')))
+    elif (params.get('model_jit') == 'allow' and (model or config) and params.get('timeout') is not None
+          and params['timeout'] < ALLOW_JIT_MIN_TIMEOUT):
+        errors.append('gpufleet_model_jit: allow compiles flashinfer modules during the verification (the fused MoE '
+                      'module for SM90 takes more than 28 minutes on 16 cores): it needs a timeout of at least %d s '
+                      '(verify_timeout), found %s' % (ALLOW_JIT_MIN_TIMEOUT, params['timeout']))
     families = params.get('backend_families')
     known = backends.families_of(params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION) \
         if (params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION) in backends.known_versions() else {}
     for family in families or []:
         if family not in known:
-            errors.append('verify_backend_families: %r is not a backend family; allowed: %s'
+            errors.append('gpufleet_backend_families: %r is not a backend family; allowed: %s'
                           % (family, ', '.join(sorted(known))))
     if not model and not config:
         return None, errors
@@ -97,12 +112,18 @@ def judge(model, facts, params, numeric):
         facts['backends'] = {'status': 'skipped', 'reason': why, 'flags': {}, 'args': None, 'env': None,
                              'qualification': {}, 'problems': []}
         return mismatches
-    qualification = backends.qualify(results)
+    # a dense model's MoE checks say "no MoE layer": nothing to qualify there
+    qualification = backends.qualify([entry for entry in results if entry.get('reason') != model_checks.NO_MOE])
     selection = backends.select(qualification, model['families'], params.get('backend_preference') or None,
                                 params.get('backend_required') or None)
     record = backends.record(qualification, selection, version, model['name'])
     record['status'] = 'failed' if selection['problems'] else 'selected'
     record['env'] = backends.render_env(selection['flags'], version) if not selection['problems'] else None
+    # the verdicts alone (no reasons, no error values): what the serving record keeps
+    record['verdicts'] = dict(('%s / %s / %s' % (gpu, family, backend), verdict['status'])
+                              for gpu, families in qualification.items()
+                              for family, per_backend in families.items()
+                              for backend, verdict in per_backend.items())
     record['tp'] = model['tp']
     record['precision'] = model['precision']
     facts['backends'] = record
@@ -113,7 +134,8 @@ def judge(model, facts, params, numeric):
 def probe_params(model, params):
     """What the probe needs to run the model checks."""
     return {'model_shapes': model['shapes'], 'model_precision': model['precision'],
-            'model_jit': params.get('model_jit') or 'cache_only'}
+            'model_jit': params.get('model_jit') or 'cache_only',
+            'model_fp8_block': model['profile']['quantization'].get('block')}
 
 
 def check_names():

@@ -253,20 +253,24 @@ def kernel_checks(torch, params, facts, loaded):
 def model_checks(torch, params, facts, loaded):
     """The checks at the served model's shard shapes (module_utils model_checks),
     through each serving backend the GPU supports."""
-    modules = {'torch': torch}
+    try:
+        from importlib.util import find_spec
+    except ImportError:
+        find_spec = None
+    modules = {'torch': torch, 'flashinfer': None}
     entry = facts['imports'].get('flashinfer')
     if 'flashinfer' in loaded:
         modules['flashinfer'] = loaded['flashinfer']
     elif entry is not None:
         modules['flashinfer'] = entry.get('diagnosis') or entry.get('error')
-    else:
+    elif find_spec is not None and find_spec('flashinfer') is not None:
+        # installed but not in imports: its import is reported with the rest
         facts['imports'].update(import_modules(['flashinfer'], facts['torch_cuda_version'], loaded))
-        entry = facts['imports']['flashinfer']
-        modules['flashinfer'] = loaded.get('flashinfer') or (None if 'No module named' in (entry['error'] or '')
-                                                             else entry['error'])
+        modules['flashinfer'] = loaded.get('flashinfer') or facts['imports']['flashinfer']['error']
     return helper('model_checks').run_checks(
         torch, modules, kernel_devices(torch, facts), params['model_shapes'], params.get('model_precision') or 'none',
-        tolerances=params.get('kernel_tolerances') or {}, jit=params.get('model_jit') or 'cache_only')
+        tolerances=params.get('kernel_tolerances') or {}, jit=params.get('model_jit') or 'cache_only',
+        fp8_block=params.get('model_fp8_block'))
 
 
 def collectives_check(torch, params, facts, deadline):

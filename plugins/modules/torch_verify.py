@@ -343,9 +343,9 @@ options:
         of the model's Hugging Face C(config.json) (or of its directory; a C(hf_quant_config.json) beside it is read
         too). Empty - no model checks.
       - With a model, the model checks run on every idle GPU - the GEMMs of its layers (qkv, o, gate_up, down) at the
-        per-GPU shard shapes of O(tp_size) in the model's precision, and one MoE layer with a router's top-k through
-        each fused MoE backend the GPU supports, M over decode and prefill sizes (1, 7, 127, 128, 129, 1024, 2001),
-        autotuned backends with flashinfer's autotuner off and on, each against fp32 of the same inputs - and each
+        per-GPU shard shapes of O(tp_size) in the model's precision, M over 1, 7, 127, 128, 129, 1024 and 2001, and
+        one MoE layer with a router's top-k through each fused MoE backend the GPU supports, M over 1, 7, 128, 129
+        and 1024, autotuned backends with flashinfer's autotuner off and on, each against fp32 of the same inputs - and each
         serving backend is qualified per GPU model; RV(ansible_facts.gpufleet_torch.backends) carries the sglang
         flags that follow.
     type: str
@@ -393,7 +393,8 @@ options:
     description:
       - V(cache_only) - a flashinfer module missing from the prebuilt JIT cache is never compiled during verification
         (C(FLASHINFER_DISABLE_JIT=1) around the model checks); the check is skipped and names the module. V(allow) -
-        compile it (the CUTLASS fused MoE module for SM90 takes more than 28 minutes on 16 cores).
+        compile it (the CUTLASS fused MoE module for SM90 takes more than 28 minutes on 16 cores); refused with a
+        O(timeout) below 3600.
     type: str
     choices: [cache_only, allow]
     default: cache_only
@@ -1013,13 +1014,14 @@ def main():
                              probed=False, **extra)
 
     known = kernel_checks.check_names()
+    tolerance_names = known + model_verify.check_names()
     for name in params['expect']['kernels']:
         if name not in known:
             module.fail_json(msg='expect.kernels: %r is not a kernel check; allowed: %s' % (name, ', '.join(known)),
                              probed=False, **extra)
     for name, value in params['kernel_tolerances'].items():
-        if name not in known:
-            module.fail_json(msg='kernel_tolerances: %r is not a kernel check; allowed: %s' % (name, ', '.join(known)),
+        if name not in tolerance_names:
+            module.fail_json(msg='kernel_tolerances: %r is not a kernel check; allowed: %s' % (name, ', '.join(tolerance_names)),
                              probed=False, **extra)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             module.fail_json(msg='kernel_tolerances: %s must be a positive number (got %r)' % (name, value),

@@ -73,6 +73,43 @@ ENGINE = textwrap.dedent("""\
         ctx = {'torch': torch, 'generator': generator, 'device': torch.device('cpu'), 'index': 'cpu',
                'device_name': 'cpu', 'capability': (9, 0), 'modules': {'flashinfer': flashinfer, 'torch': torch}}
         out[kind] = mc.run_one(torch, 'moe.flashinfer_cutlass.bf16', ctx, shapes, 0.02, True, True)
+    # FP8 per tensor: the fake checks what flashinfer's binding checks (e4m3 input and
+    # weights, [E] weight scales, 0-dim activation scales), then computes with them
+    def fp8(kind):
+        def op(input, token_selected_experts, token_final_scales, fc1_expert_weights, fc2_expert_weights,
+               output_dtype, quant_scales, output=None):
+            assert input.dtype == torch.float8_e4m3fn and fc1_expert_weights.dtype == torch.float8_e4m3fn
+            w1a1, inv_a2, w2a2, a1 = quant_scales
+            assert w1a1.shape == (fc1_expert_weights.shape[0],) and w2a2.shape == w1a1.shape, [t.shape for t in quant_scales]
+            assert inv_a2.dim() == 0 and a1.dim() == 0, [t.shape for t in quant_scales]
+            inter = fc1_expert_weights.shape[1] // 2
+            w1 = fc1_expert_weights.float() * (w1a1 / a1).view(-1, 1, 1)
+            w2 = fc2_expert_weights.float() * (w2a2 * inv_a2).view(-1, 1, 1)
+            result = mc.reference_moe(torch, input.float() * a1, token_final_scales, token_selected_experts,
+                                      w1[:, inter:], w1[:, :inter], w2)
+            if kind == 'fp8_wrong':
+                result = -result
+            return result.to(output_dtype)
+        return op
+    for kind in ('fp8_right', 'fp8_wrong', 'fp8_block'):
+        flashinfer = types.ModuleType('flashinfer')
+        flashinfer.fused_moe = types.SimpleNamespace(cutlass_fused_moe=fp8(kind))
+        flashinfer.autotune = autotune
+        ctx = {'torch': torch, 'generator': generator, 'device': torch.device('cpu'), 'index': 'cpu',
+               'device_name': 'cpu', 'capability': (9, 0), 'modules': {'flashinfer': flashinfer, 'torch': torch},
+               'fp8_block': [128, 128] if kind == 'fp8_block' else None}
+        out[kind] = mc.run_one(torch, 'moe.flashinfer_cutlass.fp8', ctx, shapes, 0.06, True, True)
+    # numeric failures before a skip stay failures
+    def wrong_then_not_built(*args, **kwargs):
+        if state['tuning']:
+            raise fused('not_built')(*args, **kwargs)
+        return fused('swapped')(*args, **kwargs)
+    flashinfer = types.ModuleType('flashinfer')
+    flashinfer.fused_moe = types.SimpleNamespace(cutlass_fused_moe=wrong_then_not_built)
+    flashinfer.autotune = autotune
+    ctx = {'torch': torch, 'generator': generator, 'device': torch.device('cpu'), 'index': 'cpu',
+           'device_name': 'cpu', 'capability': (9, 0), 'modules': {'flashinfer': flashinfer, 'torch': torch}}
+    out['failed_then_skip'] = mc.run_one(torch, 'moe.flashinfer_cutlass.bf16', ctx, shapes, 0.02, True, True)
     ctx['modules'] = {'torch': torch}
     out['gemm'] = mc.run_one(torch, 'model.gemm.bf16', ctx, shapes, 0.01, False, True)
     # on a host without a GPU every model check is a skip that says why
@@ -120,6 +157,16 @@ def test_reference_router_and_each_wrong_backend(torch_cpu_venv):
     built = out["not_built"]
     assert built["status"] == "skipped"
     assert built["reason"].startswith("flashinfer module fused_moe_90 is not built for this stack"), built
+
+    assert out["fp8_right"]["status"] == "ok" and out["fp8_right"]["relative_error"] < 0.06, out["fp8_right"]
+    assert out["fp8_wrong"]["status"] == "failed" and out["fp8_wrong"]["reason"].startswith("relative error 2")
+    block = out["fp8_block"]
+    assert block["status"] == "skipped" and "block-scaled (weight_block_size [128, 128])" in block["reason"], block
+
+    mixed = out["failed_then_skip"]
+    assert mixed["status"] == "failed", mixed
+    assert "not run (flashinfer module fused_moe_90 is not built" in mixed["reason"], mixed["reason"]
+    assert mixed["failed_sizes"][:5] == ["moe, M=1", "moe, M=7", "moe, M=128", "moe, M=129", "moe, M=1024"]
 
     gemm = out["gemm"]
     assert gemm["status"] == "ok" and gemm["shapes"] == [{"layer": "qkv", "n": 96, "k": 64}]

@@ -76,4 +76,4 @@ def test_bad_model_input_is_refused_before_the_interpreter_runs(torch_cpu_venv, 
     data = _run(torch_cpu_venv, tmp_path, "pref", model="mixtral-8x7b", tp=1,
                 preference={"moe_runner": ["flashinfer_cutless"]})
     assert data["failed"] is True and data["probed"] is False
-    assert "verify_backend_preference" in data["msg"] and "flashinfer_cutless" in data["msg"], data["msg"]
+    assert "gpufleet_backend_preference" in data["msg"] and "flashinfer_cutless" in data["msg"], data["msg"]

@@ -27,6 +27,7 @@ from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
 from ansible.module_utils.parsing.convert_bool import BOOLEANS, boolean
 
 from ansible_collections.gpufleet.inference.plugins.module_utils.kernel_checks import check_names
+from ansible_collections.gpufleet.inference.plugins.module_utils.model_checks import check_names as model_check_names
 from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import EXPECT_SPEC
 
 PATCH_ACTIONS = ("replacement", "insert_after", "insert_before")
@@ -148,10 +149,11 @@ def tolerance_errors(tolerances, name="gpufleet_kernel_tolerances"):
         return ["%s must be a dict of kernel check name -> positive number (got %s %r)"
                 % (name, yaml_kind(tolerances), tolerances)]
     errors = []
+    known = check_names() + model_check_names()
     for key in sorted(tolerances, key=str):
         value = tolerances[key]
-        if key not in check_names():
-            errors.append("%s keys must be kernel checks among %s (got %r)" % (name, ", ".join(check_names()), key))
+        if key not in known:
+            errors.append("%s keys must be kernel checks among %s (got %r)" % (name, ", ".join(known), key))
         elif not is_number(value) or float(value) <= 0:
             errors.append("%s.%s must be a positive number (got %r)" % (name, key, value))
     return errors

@@ -64,7 +64,10 @@ def model_errors(values):
               "tp_size": int(number(tp, 1, int)), "backend_preference": values.get("verify_backend_preference") or {},
               "backend_required": values.get("verify_backend_required") or {},
               "sglang_version": values.get("verify_sglang_version") or backends.DEFAULT_SGLANG_VERSION,
-              "model_jit": values.get("verify_model_jit", "cache_only")}
+              "model_jit": values.get("verify_model_jit", "cache_only"),
+              "model_quant_config": values.get("verify_model_quant_config") or None,
+              "backend_families": values.get("verify_backend_families"),
+              "timeout": int(number(values.get("verify_timeout"), 900, int))}
     return model_verify.resolve(params)[1]
 
 

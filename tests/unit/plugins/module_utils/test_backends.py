@@ -210,7 +210,7 @@ def test_a_required_backend_that_failed_is_an_expected_found_problem():
     results = [result('moe.flashinfer_cutlass.bf16', 'failed', device=2, reason='NaN'), result('moe.flashinfer_trtllm.nvfp4', 'ok')]
     selection = bk.select(bk.qualify(results), ['moe_runner'], None, {'moe_runner': 'flashinfer_cutlass'})
     assert selection['flags'] == {}
-    assert selection['problems'] == ['verify_backend_required.moe_runner: expected flashinfer_cutlass, found failed '
+    assert selection['problems'] == ['gpufleet_backend_required.moe_runner: expected flashinfer_cutlass, found failed '
                                      '(moe.flashinfer_cutlass.bf16 on GPU 2: NaN) on NVIDIA H200']
 
 
@@ -219,9 +219,9 @@ def test_a_required_backend_only_skipped_or_never_checked_is_a_problem_too():
     selection = bk.select(qualification, ['fp4_gemm', 'moe_runner'], None,
                           {'fp4_gemm': 'flashinfer_cudnn', 'moe_runner': 'flashinfer_mxfp4'})
     assert selection['problems'] == [
-        'verify_backend_required.moe_runner: expected flashinfer_mxfp4, found not checked '
+        'gpufleet_backend_required.moe_runner: expected flashinfer_mxfp4, found not checked '
         '(no kernel check of flashinfer_mxfp4 ran on NVIDIA H200) on NVIDIA H200',
-        'verify_backend_required.fp4_gemm: expected flashinfer_cudnn, found skipped (GPU busy) on NVIDIA H200']
+        'gpufleet_backend_required.fp4_gemm: expected flashinfer_cudnn, found skipped (GPU busy) on NVIDIA H200']
 
 
 def test_no_results_at_all_is_a_problem_per_needed_family():
@@ -307,21 +307,21 @@ def test_validate_accepts_the_defaults_and_nothing():
 
 def test_validate_refuses_an_unknown_backend_name_and_lists_the_allowed():
     errors = bk.validate({'fp4_gemm': ['flashinfer_cudnn', 'cutlass']}, None, '0.5.23')
-    assert errors == ["verify_backend_preference.fp4_gemm: 'cutlass' is not a sglang 0.5.23 --fp4-gemm-backend choice; allowed: "
+    assert errors == ["gpufleet_backend_preference.fp4_gemm: 'cutlass' is not a sglang 0.5.23 --fp4-gemm-backend choice; allowed: "
                       "auto, flashinfer_cudnn, flashinfer_cutedsl, flashinfer_cutlass, flashinfer_trtllm, marlin"]
 
 
 def test_validate_refuses_an_unknown_family():
     errors = bk.validate({'attention': ['fa3']}, {'bf16_gemm': 'cutedsl'}, '0.5.23')
-    assert errors == ["verify_backend_preference: unknown family 'attention'; known: moe_runner, fp4_gemm, fp8_gemm",
-                      "verify_backend_required: unknown family 'bf16_gemm'; known: moe_runner, fp4_gemm, fp8_gemm"]
+    assert errors == ["gpufleet_backend_preference: unknown family 'attention'; known: moe_runner, fp4_gemm, fp8_gemm",
+                      "gpufleet_backend_required: unknown family 'bf16_gemm'; known: moe_runner, fp4_gemm, fp8_gemm"]
 
 
 @pytest.mark.parametrize('preference, expected', [
-    ('flashinfer_cutlass', 'verify_backend_preference must be a dict of family -> list of backend names, got str'),
-    ({'moe_runner': 'flashinfer_cutlass'}, 'verify_backend_preference.moe_runner must be a list of backend names, got str'),
-    ({'moe_runner': ['flashinfer_cutlass', 3]}, 'verify_backend_preference.moe_runner: 3 is not a backend name (a string)'),
-    ({'moe_runner': ['triton', 'triton']}, "verify_backend_preference.moe_runner: 'triton' is listed twice"),
+    ('flashinfer_cutlass', 'gpufleet_backend_preference must be a dict of family -> list of backend names, got str'),
+    ({'moe_runner': 'flashinfer_cutlass'}, 'gpufleet_backend_preference.moe_runner must be a list of backend names, got str'),
+    ({'moe_runner': ['flashinfer_cutlass', 3]}, 'gpufleet_backend_preference.moe_runner: 3 is not a backend name (a string)'),
+    ({'moe_runner': ['triton', 'triton']}, "gpufleet_backend_preference.moe_runner: 'triton' is listed twice"),
 ], ids=['str', 'family_str', 'non_str_name', 'twice'])
 def test_validate_refuses_a_preference_of_the_wrong_shape(preference, expected):
     assert bk.validate(preference, None, '0.5.23') == [expected]
@@ -329,17 +329,17 @@ def test_validate_refuses_a_preference_of_the_wrong_shape(preference, expected):
 
 def test_validate_refuses_a_required_of_the_wrong_shape_or_name():
     assert bk.validate(None, ['flashinfer_cutlass'], '0.5.23') == [
-        'verify_backend_required must be a dict of family -> one backend name, got list']
+        'gpufleet_backend_required must be a dict of family -> one backend name, got list']
     assert bk.validate(None, {'moe_runner': ['flashinfer_cutlass']}, '0.5.23') == [
-        'verify_backend_required.moe_runner must be one backend name, got list']
+        'gpufleet_backend_required.moe_runner must be one backend name, got list']
     errors = bk.validate(None, {'moe_runner': 'flashinfer_cudnn'}, '0.5.23')
     assert len(errors) == 1
-    assert errors[0].startswith("verify_backend_required.moe_runner: 'flashinfer_cudnn' is not a sglang 0.5.23 --moe-runner-backend choice; allowed: auto, ")
+    assert errors[0].startswith("gpufleet_backend_required.moe_runner: 'flashinfer_cudnn' is not a sglang 0.5.23 --moe-runner-backend choice; allowed: auto, ")
     assert 'flashinfer_cutlass' in errors[0] and 'flashinfer_trtllm' in errors[0]
 
 
 def test_validate_refuses_an_unknown_sglang_version_and_still_checks_the_shape():
-    assert bk.validate(None, None, '0.4.0') == ["verify_sglang_version: unknown sglang version '0.4.0'; known: 0.5.23"]
+    assert bk.validate(None, None, '0.4.0') == ["gpufleet_sglang_version: unknown sglang version '0.4.0'; known: 0.5.23"]
     errors = bk.validate('x', None, '0.4.0')
-    assert errors == ["verify_sglang_version: unknown sglang version '0.4.0'; known: 0.5.23",
-                      'verify_backend_preference must be a dict of family -> list of backend names, got str']
+    assert errors == ["gpufleet_sglang_version: unknown sglang version '0.4.0'; known: 0.5.23",
+                      'gpufleet_backend_preference must be a dict of family -> list of backend names, got str']

@@ -69,10 +69,10 @@ def test_a_config_from_the_controller_takes_the_place_of_the_path():
     (dict(model_config=dict(model_type='llama', hidden_size=2048, num_attention_heads=32, num_hidden_layers=2,
                             intermediate_size=8192, quantization_config={'quant_method': 'awq'})),
      ['gpufleet_model', 'awq', 'none, fp8, nvfp4']),
-    (dict(backend_preference={'moe_runner': ['flashinfer_cutlas']}), ['verify_backend_preference', 'flashinfer_cutlas']),
-    (dict(backend_required={'fp4_gemm': 'cudnn'}), ['verify_backend_required', 'cudnn', 'flashinfer_cudnn']),
-    (dict(backend_families=['moe']), ['verify_backend_families', "'moe'", 'moe_runner']),
-    (dict(model_jit='sometimes'), ['verify_model_jit', 'cache_only, allow']),
+    (dict(backend_preference={'moe_runner': ['flashinfer_cutlas']}), ['gpufleet_backend_preference', 'flashinfer_cutlas']),
+    (dict(backend_required={'fp4_gemm': 'cudnn'}), ['gpufleet_backend_required', 'cudnn', 'flashinfer_cudnn']),
+    (dict(backend_families=['moe']), ['gpufleet_backend_families', "'moe'", 'moe_runner']),
+    (dict(model_jit='sometimes'), ['gpufleet_model_jit', 'cache_only, allow']),
 ])
 def test_bad_inputs_are_refused_naming_the_variable(overrides, words):
     model, errors = mv.resolve(params(**overrides))
@@ -138,7 +138,7 @@ def test_a_required_backend_that_was_skipped_fails_with_expected_found():
     facts = {'model_checks': [entry('moe.flashinfer_cutlass.bf16', 'skipped',
                                     reason='flashinfer module fused_moe_90 is not built for this stack')]}
     mismatches = mv.judge(model, facts, params(backend_required={'moe_runner': 'flashinfer_cutlass'}), True)
-    assert mismatches == ['backends: verify_backend_required.moe_runner: expected flashinfer_cutlass, found skipped '
+    assert mismatches == ['backends: gpufleet_backend_required.moe_runner: expected flashinfer_cutlass, found skipped '
                           '(flashinfer module fused_moe_90 is not built for this stack) on NVIDIA H200']
 
 
@@ -150,3 +150,42 @@ def test_no_gpu_worked_is_a_skip_with_its_reason_not_a_failure():
     facts = {'model_checks': [entry('moe.flashinfer_cutlass.bf16', 'skipped', device='cpu', reason='no CUDA device')]}
     assert mv.judge(model, facts, params(), True) == []
     assert facts['backends'] == dict(facts['backends'], status='skipped', reason='no CUDA device', env=None)
+
+
+def test_compiling_during_verification_needs_the_time_it_takes():
+    dummy, errors = mv.resolve(params(model='qwen3-30b-a3b', model_jit='allow', timeout=900))
+    assert len(errors) == 1 and errors[0].startswith('gpufleet_model_jit: allow compiles') and '3600' in errors[0]
+    assert mv.resolve(params(model='qwen3-30b-a3b', model_jit='allow', timeout=3600))[1] == []
+
+
+def test_no_families_means_gemm_checks_without_flags():
+    model, errors = mv.resolve(params(model='mixtral-8x7b', backend_families=[]))
+    assert errors == [] and model['families'] == []
+    facts = {'model_checks': [entry('model.gemm.bf16', 'ok'),
+                              entry('moe.flashinfer_cutlass.bf16', 'skipped', reason='compute capability 8.0 < 9.0')]}
+    assert mv.judge(model, facts, params(), True) == []
+    assert facts['backends']['status'] == 'selected' and facts['backends']['flags'] == {}
+    # without the opt-out the same host fails: a needed family with nothing qualified
+    model, dummy = mv.resolve(params(model='mixtral-8x7b'))
+    assert mv.judge(model, facts, params(), True) == [
+        'backends: no moe_runner backend qualified on NVIDIA H200: tried flashinfer_cutlass (skipped: compute '
+        'capability 8.0 < 9.0), flashinfer_trtllm (not checked)']
+
+
+def test_the_verdicts_kept_in_the_serving_record_carry_no_reasons():
+    model, dummy = mv.resolve(params(model='qwen3-30b-a3b'))
+    facts = {'model_checks': [entry('moe.flashinfer_cutlass.bf16', 'ok')]}
+    mv.judge(model, facts, params(), True)
+    assert facts['backends']['verdicts'] == {'NVIDIA H200 / moe_runner / flashinfer_cutlass': 'qualified'}
+
+
+def test_an_unreadable_config_names_the_file(tmp_path, monkeypatch):
+    path = tmp_path / 'config.json'
+    path.write_text('{}')
+
+    def denied(name, *args, **kwargs):
+        raise PermissionError(13, 'Permission denied', name)
+    monkeypatch.setattr(mv, 'open', denied, raising=False)
+    model, errors = mv.resolve(params(model=str(path)))
+    assert model is None
+    assert errors == ["gpufleet_model: cannot read %s: [Errno 13] Permission denied: '%s'" % (path, path)], errors
