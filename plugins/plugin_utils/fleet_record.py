@@ -85,6 +85,8 @@ def fleet_record(hostvars, status="ok", message=None, stage=""):
         "gpu_use": verify.get("gpu_use") or {},
         # how old the last numeric pass under this stack is, per GPU
         "proof": verify.get("proof") or {},
+        # the deploy key the venv was stamped with at activation ("" for a venv the collection did not deploy)
+        "deploy_key": (verify.get("deploy_stamp") or {}).get("key") or "",
         # the drain and return hooks: what ran, the reason, an error
         "serving": {k: v for k, v in serving.items() if k != "drained_before"} if serving else {},
     }

@@ -155,12 +155,15 @@ def find_freeze(freeze_dir, host, venv=None):
 def _gpu_rows(gpu, torch):
     gpus = []
     for g in (gpu or {}).get("gpus") or []:
+        # the UUID and PCI bus id name the GPU the way dcgm-exporter, an RMA form and a slot do
         gpus.append({"index": g.get("index"), "name": g.get("name"), "compute_capability": g.get("compute_capability"),
-                     "memory_total_mib": g.get("memory_total_mib"), "health": g.get("health")})
+                     "memory_total_mib": g.get("memory_total_mib"), "health": g.get("health"),
+                     "uuid": g.get("uuid"), "pci_bus_id": g.get("pci_bus_id"), "serial": g.get("serial")})
     if not gpus:
         for i, d in enumerate(_first(torch or {}, "devices") or []):
             gpus.append({"index": d.get("index", i), "name": d.get("name"), "compute_capability": d.get("compute_capability"),
-                         "memory_total_mib": d.get("memory_total_mib"), "health": None})
+                         "memory_total_mib": d.get("memory_total_mib"), "health": None, "uuid": d.get("uuid"),
+                         "pci_bus_id": d.get("pci_bus_id"), "serial": None})
     by_device = dict((entry["device"], entry) for entry in _smoke(torch))
     for g in gpus:
         g["tflops"] = dict((k, v) for k, v in by_device.get(g["index"], {}).items() if k != "device")
@@ -573,6 +576,7 @@ def host_row(name, entry, previous_row, freeze_dir, mode):
         "torch_version": _first(torch, "torch_version", "torch.version", "version") or packages.get("torch"),
         "flashinfer_version": _import_version(torch, "flashinfer") or packages.get("flashinfer-python"),
         "sgl_kernel_abi_key": entry.get("sgl_kernel_abi_key"),
+        "deploy_key": entry.get("deploy_key") or "",
         # the GPU targets the installed sgl_kernel wheel carries (its arch audit)
         "sgl_kernel_targets": list(entry.get("sgl_kernel_targets") or []),
         # the published wheel or a source build ({source, reason}), {} when not recorded

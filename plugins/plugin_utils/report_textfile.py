@@ -28,6 +28,8 @@ HOST_METRICS = (
     ("host_allreduce_correct", "1 when every rank's all-reduce sum was exact"),
     ("host_kernel_proof_age_seconds", "Age of the oldest GPU's last numeric pass under the host's stack (absent when a GPU has none)"),
     ("host_kernel_proof_missing", "Number of GPUs never proven by a numeric pass under the host's stack"),
+    ("host_stack_info", "1 per host, with the stack it runs: torch, flashinfer, the sgl-kernel key, the driver, the deploy key"),
+    ("host_kernel_proof_timestamp_seconds", "When the oldest GPU's last numeric pass under the host's stack was (Unix time)"),
     ("host_serving_backend", "1 per backend family for the sglang backend the host's verification chose (label flag)"),
     ("host_backend_status", "1 for each serving backend's verdict per GPU model in the last verification (label status)"),
 )
@@ -56,6 +58,8 @@ GPU_OTHER = (
     ("gpu_throughput_ratio", "The GPU's lowest throughput relative to the fleet median of its model"),
     ("gpu_outlier", "1 when the GPU is an outlier among its siblings (throughput, link or clock)"),
     ("gpu_busy", "1 when another program used the GPU, so the run left its numeric checks out"),
+    ("gpu_kernel_check", "1 for each kernel or model check's result on the GPU in the last verification (label status)"),
+    ("gpu_kernel_check_relative_error", "Relative error of a kernel or model check on the GPU against fp32 (worst size)"),
 )
 STATUSES = ("ok", "drift", "failed", "busy", "unreachable", "not_run", "unverified")
 
@@ -116,6 +120,13 @@ def render(report, hosts=None):
             age = proof.get("oldest_age_hours")
             add("host_kernel_proof_age_seconds", {"host": host}, round(age * 3600, 1) if _number(age) else None)
             add("host_kernel_proof_missing", {"host": host}, len(proof.get("never") or []))
+            if when is not None and _number(age):
+                add("host_kernel_proof_timestamp_seconds", {"host": host}, round(when - age * 3600))
+        if row.get("status") not in ("unreachable", "not_run"):
+            add("host_stack_info", {"host": host, "torch": row.get("torch_version") or "",
+                                    "flashinfer": row.get("flashinfer_version") or "",
+                                    "sgl_kernel_key": row.get("sgl_kernel_abi_key") or "",
+                                    "driver": row.get("driver_version") or "", "deploy_key": row.get("deploy_key") or ""}, 1)
         model = row.get("model") if isinstance(row.get("model"), dict) else {}
         flags = backends.families_of(backends.DEFAULT_SGLANG_VERSION)
         for family, backend in sorted((model.get("flags") or {}).items()):
@@ -124,8 +135,15 @@ def render(report, hosts=None):
         for verdict in model.get("verdicts") or []:
             add("host_backend_status", {"host": host, "gpu_name": verdict.get("gpu") or "", "family": verdict.get("family"),
                                         "backend": verdict.get("backend"), "status": verdict.get("status")}, 1)
+        identity = {}
         for gpu in row.get("gpus") or []:
             ids = {"host": host, "gpu": gpu.get("index")}
+            # dcgm-exporter's label names, so that its series and these join on the GPU
+            if gpu.get("uuid"):
+                ids["UUID"] = gpu["uuid"]
+            if gpu.get("pci_bus_id"):
+                ids["pci_bus_id"] = gpu["pci_bus_id"]
+            identity[gpu.get("index")] = ids
             add("gpu_info", dict(ids, name=gpu.get("name") or "", compute_capability=gpu.get("compute_capability") or ""), 1)
             health = gpu.get("health") or {}
             for name, key, dummy in GPU_HEALTH:
@@ -138,6 +156,13 @@ def render(report, hosts=None):
             add("gpu_outlier", ids, bool(gpu.get("outliers")))
             if "busy" in gpu:
                 add("gpu_busy", ids, bool(gpu.get("busy")))
+        torch = (row.get("facts") or {}).get("torch") or {}
+        for check in (torch.get("kernels") or []) + (torch.get("model_checks") or []):
+            if not isinstance(check, dict) or not isinstance(check.get("device"), int):
+                continue  # the CPU, or a check without a device
+            ids = dict(identity.get(check["device"]) or {"host": host, "gpu": check["device"]}, check=check.get("check") or "")
+            add("gpu_kernel_check", dict(ids, status=check.get("status") or ""), 1)
+            add("gpu_kernel_check_relative_error", ids, check.get("relative_error"))
 
     helps = dict((name, text) for name, text in HOST_METRICS + GPU_OTHER)
     helps.update((name, text) for name, dummy, text in GPU_HEALTH)

@@ -133,7 +133,8 @@ def entry(host, status="ok"):
             h["pcie_width_current"] = 8
         if (host, i) == REMAP:
             h["remapped_rows_pending"] = True
-        gpus.append({"index": i, "name": "NVIDIA H200", "compute_capability": "9.0", "memory_total_mib": 143771, "health": h})
+        gpus.append({"index": i, "name": "NVIDIA H200", "compute_capability": "9.0", "memory_total_mib": 143771, "health": h,
+                     "uuid": "GPU-%s-0000-4000-8000-%012d" % (host, i), "pci_bus_id": "00000000:%02X:00.0" % (0x18 + i)})
         smoke += [{"device": i, "dtype": "bfloat16", "tflops": BF16 * (0.75 if (host, i) == SLOW else 1.0)},
                   {"device": i, "dtype": "float16", "tflops": FP16}]
     e = {"status": status, "venv": "/home/deploy/ml-env-abc", "active_venv": "/home/deploy/ml-env-abc",
@@ -187,6 +188,8 @@ def test_sixteen_hosts_find_the_sick_gpus(tmp_path):
     assert "outlier" in slow["classes"] and "health-problem" not in slow["classes"]
     assert float(slow["data-ratio"]) == pytest.approx(0.75, abs=0.005)
     assert "ratio 0.75" in slow["title"] and "bfloat16 225.0" in slow["title"], slow["title"]
+    # named as dcgm-exporter, an RMA form and the slot name it
+    assert "GPU-gpu05-0000-4000-8000-000000000003, PCI 00000000:1B:00.0" in slow["title"], slow["title"]
     assert page.with_class("health-problem") == sorted([LINK, REMAP])
     assert "PCIe x8 of x16" in page.cell(*LINK)["title"] and "row remap pending" in page.cell(*REMAP)["title"]
     # The degraded link is also unlike its 127 siblings; nothing else stands out.

@@ -54,10 +54,12 @@ def test_the_fleet_file_parses_and_says_what_the_report_says():
     power = dict(((l["host"], l["gpu"]), v) for l, v in samples["gpufleet_gpu_power_draw_watts"])
     assert ("gpu01", "4") not in power and power[("gpu01", "3")] == 41.5
     tflops = [(l, v) for l, v in samples["gpufleet_gpu_tflops"] if l["host"] == "gpu01" and l["gpu"] == "2"]
-    assert tflops == [({"host": "gpu01", "gpu": "2", "dtype": "bfloat16"}, 240.0)]
+    assert tflops == [({"host": "gpu01", "gpu": "2", "dtype": "bfloat16", "UUID": "GPU-5e1f0c2a-77b3-4c1e-9d0a-000000000002",
+                        "pci_bus_id": "00000000:38:00.0"}, 240.0)]
     info = [l for l, v in samples["gpufleet_gpu_info"] if l["host"] == "gpu02" and l["gpu"] == "0"]
     assert info == [{"host": "gpu02", "gpu": "0", "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-                     "compute_capability": "12.0"}]
+                     "compute_capability": "12.0", "UUID": "GPU-5e1f0c2a-77b3-4c1e-9d0a-000000000000",
+                     "pci_bus_id": "00000000:18:00.0"}]
     # 16 GPUs with health, and the failed host has no GPU rows
     assert len(samples["gpufleet_gpu_pcie_link_width"]) == 16
 
@@ -120,3 +122,31 @@ def test_the_serving_backends_in_rows_notes_and_metrics():
           "flag": "--moe-runner-backend"}, 1)]
     status = dict((l["host"], l["status"]) for l, v in samples["gpufleet_host_backend_status"])
     assert status == {"gpu01": "qualified", "gpu02": "failed"}
+
+
+def test_stack_identity_checks_and_proof_time_parse_back():
+    entry = health_entry(gpus=2)
+    entry["deploy_stamp"] = {"key": "k"}  # the record carries deploy_key, not the stamp
+    entry["deploy_key"] = "d3adb33fd3adb33fd3adb33f"
+    entry["torch"]["kernels"] = [
+        {"check": "flashinfer.rmsnorm", "device": 0, "device_name": "x", "status": "ok", "relative_error": 0.0012},
+        {"check": "flashinfer.rmsnorm", "device": 1, "device_name": "x", "status": "failed", "relative_error": None,
+         "reason": "3 NaN/Inf"},
+        {"check": "sgl_kernel.rmsnorm", "device": "cpu", "device_name": "cpu", "status": "skipped"}]
+    entry["torch"]["model_checks"] = [{"check": "model.gemm.bf16", "device": 1, "status": "ok", "relative_error": 0.004}]
+    entry["proof"] = {"summary": "kernels last proven 2.0 h ago", "oldest_age_hours": 2.0, "never": [],
+                      "devices": [{"label": "GPU 0", "age_hours": 2.0}]}
+    report = rep.build_report(run("verify", gpu01=entry), now=NOW)
+    samples = _samples(textfile.render(report))
+    assert samples["gpufleet_host_stack_info"] == [(
+        {"host": "gpu01", "torch": "2.12.0.dev20260307+cu130", "flashinfer": "0.6.4",
+         "sgl_kernel_key": "0123456789abcdef0123", "driver": "590.48.01", "deploy_key": "d3adb33fd3adb33fd3adb33f"}, 1)]
+    checks = dict(((l["gpu"], l["check"]), (l["status"], l["UUID"], l["pci_bus_id"]))
+                  for l, v in samples["gpufleet_gpu_kernel_check"])
+    assert checks == {("0", "flashinfer.rmsnorm"): ("ok", "GPU-5e1f0c2a-77b3-4c1e-9d0a-000000000000", "00000000:18:00.0"),
+                      ("1", "flashinfer.rmsnorm"): ("failed", "GPU-5e1f0c2a-77b3-4c1e-9d0a-000000000001",
+                                                    "00000000:28:00.0"),
+                      ("1", "model.gemm.bf16"): ("ok", "GPU-5e1f0c2a-77b3-4c1e-9d0a-000000000001", "00000000:28:00.0")}
+    errors = dict(((l["gpu"], l["check"]), v) for l, v in samples["gpufleet_gpu_kernel_check_relative_error"])
+    assert errors == {("0", "flashinfer.rmsnorm"): 0.0012, ("1", "model.gemm.bf16"): 0.004}  # no value: no sample
+    assert samples["gpufleet_host_kernel_proof_timestamp_seconds"] == [({"host": "gpu01"}, 1772971200.0 - 7200)]
