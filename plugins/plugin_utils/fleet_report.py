@@ -152,6 +152,29 @@ def find_freeze(freeze_dir, host, venv=None):
         return {"path": os.path.relpath(path, os.path.dirname(top.rstrip("/")) or "."), "packages": parse_freeze(fh.read())}
 
 
+def _mark_failed_checks(row):
+    """Each GPU's failed kernel and model checks (g["failed_checks"]): a GPU that
+    failed one is a GPU to look at, like an outlier or a health mark."""
+    by_index = dict((g.get("index"), g) for g in row.get("gpus") or [])
+    failed = [(p.get("check"), d) for p in (row.get("kernels") or {}).get("problems") or []
+              if p.get("status") == "failed" for d in p.get("devices") or []]
+    failed += [(c.get("check"), c.get("device")) for c in (row.get("model") or {}).get("not_passed") or []
+               if c.get("status") == "failed"]
+    for check, device in failed:
+        g = by_index.get(device)
+        if g is not None and check not in g.setdefault("failed_checks", []):
+            g["failed_checks"].append(check)
+
+
+def _note(row, kind, text):
+    """One line of the row's notes: "failed" (a failed expectation, a failed stage,
+    unreachable, busy), "drift" (moved from the deployed freeze or the last run) or
+    "outlier" (unlike its siblings). All of them are in row["drift"] too (the
+    status and the history read that list); the report shows them by kind."""
+    row["drift"].append(text)
+    row.setdefault("notes", {"failed": [], "drift": [], "outlier": []})[kind].append(text)
+
+
 def _gpu_rows(gpu, torch):
     gpus = []
     for g in (gpu or {}).get("gpus") or []:
@@ -238,8 +261,8 @@ def flag_gpu_outliers(rows, ratio):
                 if share < ratio:
                     g["outliers"].append({"what": "%s TFLOP/s" % metric, "value": value, "median": round(median, 3),
                                           "ratio": round(share, 3), "siblings": len(values)})
-                    r["drift"].append("GPU %s: %s TFLOP/s %s is %.2f of the median %.4g of %d %s GPUs"
-                                      % (g["index"], metric, value, share, median, len(values), name))
+                    _note(r, "outlier", "GPU %s: %s TFLOP/s %s is %.2f of the median %.4g of %d %s GPUs"
+                          % (g["index"], metric, value, share, median, len(values), name))
                     r["outlier_drift"] = r.get("outlier_drift", 0) + 1
         if len(members) < 3:
             continue
@@ -258,8 +281,8 @@ def flag_gpu_outliers(rows, ratio):
             for r, g, v in seen:
                 if v != typical:
                     g["outliers"].append({"what": what, "value": v, "typical": typical, "siblings": len(seen)})
-                    r["drift"].append("GPU %s: %s %s where %d of %d %s GPUs have %s"
-                                      % (g["index"], what, v, count, len(seen), name, typical))
+                    _note(r, "outlier", "GPU %s: %s %s where %d of %d %s GPUs have %s"
+                          % (g["index"], what, v, count, len(seen), name, typical))
                     r["outlier_drift"] = r.get("outlier_drift", 0) + 1
     for r in rows:
         if r["status"] == "ok" and any(g["outliers"] for g in r["gpus"]):
@@ -460,8 +483,8 @@ def flag_allreduce_outliers(rows, ratio):
             if share < ratio:
                 m["allreduce"]["outlier"] = {"ratio": round(share, 3), "median_gbps": round(median, 3),
                                              "siblings": len(members)}
-                m["drift"].append("all-reduce busbw %s GB/s at %s MiB is %.2f of the median %.3g GB/s of %d hosts with %s"
-                                  % (m["allreduce"]["busbw_gbps"], size, share, median, len(members), gpus or "the same GPUs"))
+                _note(m, "outlier", "all-reduce busbw %s GB/s at %s MiB is %.2f of the median %.3g GB/s of %d hosts with %s"
+                      % (m["allreduce"]["busbw_gbps"], size, share, median, len(members), gpus or "the same GPUs"))
                 m["outlier_drift"] = m.get("outlier_drift", 0) + 1
                 if m["status"] == "ok":
                     m["status"] = "drift"
@@ -595,6 +618,8 @@ def host_row(name, entry, previous_row, freeze_dir, mode):
         "packages": packages,
         "facts": {"gpu": gpu, "torch": torch},
         "drift": [],
+        # the same lines by kind, for the report's columns
+        "notes": {"failed": [], "drift": [], "outlier": []},
         # the verification's depth, the GPUs it left out and why
         "gpu_use": _gpu_use(entry.get("gpu_use")),
         # how old the last numeric pass under this stack is
@@ -603,13 +628,14 @@ def host_row(name, entry, previous_row, freeze_dir, mode):
         "serving": _serving(entry.get("serving"), previous_row),
     }
     _mark_busy(gpus, gpu, row["gpu_use"])
+    _mark_failed_checks(row)
     if status in ("unreachable", "not_run"):
         # Keep the last known stack so the operator sees what the host had.
         if previous_row:
             for _label, key in TRACKED:
                 if row.get(key) in (None, "", []):
                     row[key] = previous_row.get(key)
-        row["drift"].append("unreachable" if status == "unreachable" else "not run in this play")
+        _note(row, "failed", "unreachable" if status == "unreachable" else "not run in this play")
         return row
 
     if previous_row and previous_row.get("status") not in ("unreachable", "not_run", None):
@@ -624,22 +650,22 @@ def host_row(name, entry, previous_row, freeze_dir, mode):
         row["freeze_diff"] = diff_versions(freeze["packages"], packages)
 
     for f in row["expectation_failures"]:
-        row["drift"].append("%s: expected %s, found %s" % (f["name"], f["expected"], f["found"]))
+        _note(row, "failed", "%s: expected %s, found %s" % (f["name"], f["expected"], f["found"]))
     if status == "failed" and not row["expectation_failures"]:
-        row["drift"].append("failed%s: %s" % (" in " + row["stage"] if row["stage"] else "", _one_line(row["message"])))
+        _note(row, "failed", "failed%s: %s" % (" in " + row["stage"] if row["stage"] else "", _one_line(row["message"])))
     for d in row["freeze_diff"]:
-        row["drift"].append("freeze %s: %s -> %s" % (d["name"], d["old"] or "absent", d["new"] or "absent"))
+        _note(row, "drift", "freeze %s: %s -> %s" % (d["name"], d["old"] or "absent", d["new"] or "absent"))
     # A deploy or rollback changes versions on purpose: those are reported as
     # changes, not drift. Between two verify runs nothing should move; where the
     # deployed freeze is known it is the baseline (a host put back by hand is not
     # drift again), else the previous run is.
     if mode == "verify" and freeze is None:
         for c in row["changes"]:
-            row["drift"].append("%s changed since the previous run: %s -> %s" % (c["name"], c["old"], c["new"]))
+            _note(row, "drift", "%s changed since the previous run: %s -> %s" % (c["name"], c["old"], c["new"]))
     if status == "ok" and row["drift"]:
         row["status"] = "drift"
     if status == "busy":
-        row["drift"].append("busy: %s" % _one_line(row["message"]))
+        _note(row, "failed", "busy: %s" % _one_line(row["message"]))
     return row
 
 

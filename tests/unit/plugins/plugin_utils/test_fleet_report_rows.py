@@ -460,3 +460,29 @@ def test_the_freeze_folders_are_the_given_or_default_one_then_the_earlier_one(tm
     # an operator who pointed the freeze folder at the earlier one reads it once
     assert rep.freeze_dirs(out, os.path.join(out, "locks")) == [os.path.join(out, "locks")]
     assert rep.find_freeze([], "a") is None and rep.find_freeze(str(tmp_path / "none"), "a") is None
+
+
+def test_failed_drift_and_outliers_are_told_apart_and_a_failed_gpu_is_one_to_look_at(tmp_path):
+    slow = health_entry(gpus=4, slow={1: 200.0})
+    failed = health_entry(gpus=4)
+    failed["status"] = "failed"
+    failed["message"] = "1 check(s) failed: kernels: expected flashinfer.rmsnorm to match fp32 on device 2"
+    failed["mismatches"] = ["device_count: expected 8, found 4"]
+    failed["torch"]["kernels"] = [{"check": "flashinfer.rmsnorm", "device": 2, "device_name": "x", "status": "failed",
+                                   "reason": "3 NaN/Inf of 2048 at M=128"}]
+    report = rep.build_report(run("verify", a=slow, b=failed, c=health_entry(gpus=4), d=health_entry(gpus=4)), now=NOW)
+    rows = dict((r["host"], r) for r in report["hosts"])
+    assert rows["b"]["notes"]["failed"] == ["device_count: expected 8, found 4"]
+    assert rows["b"]["notes"]["outlier"] == [] and rows["b"]["notes"]["drift"] == []
+    assert rows["a"]["notes"]["failed"] == [] and len(rows["a"]["notes"]["outlier"]) == 1
+    assert rows["a"]["notes"]["outlier"][0].startswith("GPU 1: bfloat16 TFLOP/s 200.0 is 0.67 of the median")
+    assert [g.get("failed_checks") for g in rows["b"]["gpus"]] == [None, None, ["flashinfer.rmsnorm"], None]
+    paths = rep.write_report(report, str(tmp_path / "r"))
+    with open(paths["html"], encoding="utf-8") as fh:
+        page = fh.read()
+    assert "GPUs to look at (2)" in page, "the outlier and the GPU that failed a check"
+    assert "failed: flashinfer.rmsnorm" in page
+    assert "<th>failed</th><th>drift</th><th>outliers</th>" in page
+    with open(paths["md"], encoding="utf-8") as fh:
+        md = fh.read()
+    assert "| failed | drift | outliers |" in md and "device_count: expected 8, found 4" in md
