@@ -958,7 +958,10 @@ def main():
         module.fail_json(msg='expect.%s: needs gpu=true (the GPUs\' health is read with them)' % health_expected[0],
                          probed=False)
     collectives_asked = params['collectives'] or params['expect']['min_allreduce_busbw_gbps'] is not None
-    numeric_asked = bool(params['smoke'] or params['kernels'] or params['expect']['kernels'] or collectives_asked)
+    # the model checks are numeric too: the GPUs are read first, a busy one is never disturbed
+    model_asked = bool(params['model'] or params['model_config'])
+    numeric_asked = bool(params['smoke'] or params['kernels'] or params['expect']['kernels'] or collectives_asked
+                         or model_asked)
     if params['busy_memory_mib'] < 1:
         module.fail_json(msg='busy_memory_mib: expected a positive number of MiB, found %d' % params['busy_memory_mib'],
                          probed=False)
@@ -1030,7 +1033,6 @@ def main():
     model, model_errors = model_verify.resolve(params)
     if model_errors:
         module.fail_json(msg='; '.join(model_errors), mismatches=model_errors, probed=False, **extra)
-    numeric_asked = numeric_asked or model is not None
 
     use = busy.plan(params['mode'], gpu_facts, params['environment'])
     use['gpus'] = [dict(index=gpu['index'], uuid=gpu.get('uuid'), busy=gpu.get('busy', False),
