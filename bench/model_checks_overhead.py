@@ -18,28 +18,12 @@ cost; the figure says what a fleet verification pays for it.
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the probe run and the summary are kernel_checks_overhead's (beside this file)
+from kernel_checks_overhead import ROOT, run, summary
 sys.path.insert(0, os.path.join(ROOT, '.collections'))
 from ansible_collections.gpufleet.inference.plugins.module_utils import model_profile  # noqa: E402
-from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import parse_probe_output, probe_argv  # noqa: E402
-
-
-def run(python, params, env):
-    # not isolated: the extensions may come from PYTHONPATH on a test machine
-    argv = probe_argv(python, params, isolated=False)
-    started = time.perf_counter()
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, check=False)
-    seconds = time.perf_counter() - started
-    return seconds, parse_probe_output(proc.returncode, proc.stdout, params['timeout'])
-
-
-def summary(values):
-    return {'min': round(min(values), 3), 'median': round(statistics.median(values), 3), 'max': round(max(values), 3)}
 
 
 def main():
