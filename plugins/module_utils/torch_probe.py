@@ -220,29 +220,37 @@ def kernel_devices(torch, facts):
             for d in facts['devices']]
 
 
+def extension(name, facts, loaded):
+    """An extension for a check set: the imported module, the text of its import
+    error, or None when it is not installed. One installed but not among the
+    imports is imported here (and its import reported with the rest)."""
+    try:
+        from importlib.util import find_spec
+    except ImportError:  # Python 2 has no checks to run anyway
+        find_spec = None
+    entry = facts['imports'].get(name)
+    if name in loaded:
+        return loaded[name]
+    if entry is not None:
+        return entry.get('diagnosis') or entry.get('error')
+    if find_spec is not None and find_spec(name) is not None:
+        facts['imports'].update(import_modules([name], facts['torch_cuda_version'], loaded))
+        return loaded.get(name) or facts['imports'][name]['error']
+    return None
+
+
 def kernel_checks(torch, params, facts, loaded):
     """Run the check sets: torch's low-precision GEMMs with the smoke test or
     the kernel checks, each extension's set with the kernel checks."""
-    import importlib
-    try:
-        from importlib.util import find_spec
-    except ImportError:  # Python 2 has no kernel checks to run anyway
-        find_spec = None
     checks = helper('kernel_checks')
     sets = ['torch'] if params.get('smoke') or params.get('kernels') else []
     modules = {'torch': torch}
     if params.get('kernels'):
         for name in EXTENSION_SETS:
             sets.append(name)
-            entry = facts['imports'].get(name)
-            if name in loaded:
-                modules[name] = loaded[name]
-            elif entry is not None:
-                modules[name] = entry.get('diagnosis') or entry.get('error')
-            elif find_spec is not None and find_spec(name) is not None:
-                # Installed but not in imports: its checks still run (and its import is reported).
-                facts['imports'].update(import_modules([name], facts['torch_cuda_version'], loaded))
-                modules[name] = loaded.get(name) or facts['imports'][name]['error']
+            module = extension(name, facts, loaded)
+            if module is not None:
+                modules[name] = module
     jit_dirs = {}
     if 'flashinfer' in sets and facts.get('flashinfer_jit'):
         jit_dirs['flashinfer'] = facts['flashinfer_jit']['cache_dir']
@@ -253,20 +261,7 @@ def kernel_checks(torch, params, facts, loaded):
 def model_checks(torch, params, facts, loaded):
     """The checks at the served model's shard shapes (module_utils model_checks),
     through each serving backend the GPU supports."""
-    try:
-        from importlib.util import find_spec
-    except ImportError:
-        find_spec = None
-    modules = {'torch': torch, 'flashinfer': None}
-    entry = facts['imports'].get('flashinfer')
-    if 'flashinfer' in loaded:
-        modules['flashinfer'] = loaded['flashinfer']
-    elif entry is not None:
-        modules['flashinfer'] = entry.get('diagnosis') or entry.get('error')
-    elif find_spec is not None and find_spec('flashinfer') is not None:
-        # installed but not in imports: its import is reported with the rest
-        facts['imports'].update(import_modules(['flashinfer'], facts['torch_cuda_version'], loaded))
-        modules['flashinfer'] = loaded.get('flashinfer') or facts['imports']['flashinfer']['error']
+    modules = {'torch': torch, 'flashinfer': extension('flashinfer', facts, loaded)}
     return helper('model_checks').run_checks(
         torch, modules, kernel_devices(torch, facts), params['model_shapes'], params.get('model_precision') or 'none',
         tolerances=params.get('kernel_tolerances') or {}, jit=params.get('model_jit') or 'cache_only',
