@@ -19,7 +19,7 @@ import re
 from ansible_collections.gpufleet.inference.plugins.module_utils import (
     collectives, kernel_checks, model_checks, probe_imports, torch_probe)
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
-    DEVICE_EXPECT_SPEC, HEALTH_EXPECT_SPEC, check_device_expectations, version_tuple)
+    DEVICE_EXPECT_SPEC, HEALTH_EXPECT_SPEC, XID_EXPECT_SPEC, check_device_expectations, version_tuple)
 
 # module_utils the probe needs, sent inside its one -c string (torch_probe.helper).
 PROBE_HELPERS = (('kernel_checks', kernel_checks), ('model_checks', model_checks), ('probe_imports', probe_imports),
@@ -41,7 +41,7 @@ EXPECT_SPEC = dict(
     kernels=dict(type='list', elements='str', default=[]),
     consistent=dict(type='bool'),
     max_kernel_proof_age_hours=dict(type='float'),
-    **dict(DEVICE_EXPECT_SPEC, **HEALTH_EXPECT_SPEC)
+    **dict(DEVICE_EXPECT_SPEC, **dict(HEALTH_EXPECT_SPEC, **XID_EXPECT_SPEC))
 )
 
 SMOKE_DTYPES = ('bfloat16', 'float16')

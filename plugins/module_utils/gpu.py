@@ -477,6 +477,14 @@ HEALTH_EXPECT_SPEC = dict(
     persistence_mode=dict(type='bool'),
     no_clock_slowdown=dict(type='bool'),
 )
+# Xid errors in the kernel log (module_utils/xid): no Xid since the last run,
+# but for the codes ignored (for example application faults, 13 31 43). The
+# fleet report judges them against the cursor the previous run left; gpu_facts
+# against its xid_after.
+XID_EXPECT_SPEC = dict(
+    no_xid_since_last_run=dict(type='bool'),
+    ignore_xids=dict(type='list', elements='int'),
+)
 
 
 # What the hardware must be (torch_verify expect, gpu_facts expect): key -> type.

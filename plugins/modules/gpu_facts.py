@@ -62,6 +62,20 @@ options:
         processes never count. V(true) as well with O(expect.idle).
     type: bool
     default: false
+  xid:
+    description:
+      - Also read the Xid errors of the current boot from the kernel log - C(journalctl -k) where the host has it, else
+        C(dmesg) - into RV(ansible_facts.gpufleet_gpu.xid), each mapped to its GPU by the PCI address the driver names and
+        decoded to a short meaning for the common codes. V(true) as well with O(expect.no_xid_since_last_run).
+      - A kernel log the user cannot read (C(kernel.dmesg_restrict), not in the systemd-journal group) is an answer with
+        its reason, never an empty list; run this task with become where only root can read it.
+    type: bool
+    default: false
+  xid_after:
+    description:
+      - The cursor an earlier read returned (C(cursor) in RV(ansible_facts.gpufleet_gpu.xid) - C(boot_id), C(monotonic_us)).
+        O(expect.no_xid_since_last_run) counts only what came after it; without it, the whole current boot counts.
+    type: dict
   busy_memory_mib:
     description:
       - A GPU with no compute process listed is still busy when this much of its memory (MiB) is in use (a process
@@ -109,6 +123,13 @@ options:
       no_clock_slowdown:
         description: No hardware slowdown, thermal slowdown or power-brake clock event reason active.
         type: bool
+      no_xid_since_last_run:
+        description: No Xid error in the kernel log after O(xid_after) (the whole boot without it); a log that cannot be read fails it.
+        type: bool
+      ignore_xids:
+        description: Xid codes O(expect.no_xid_since_last_run) leaves out, for example V([13, 31, 43]) (application faults).
+        type: list
+        elements: int
       idle:
         description:
           - Every GPU idle - no compute process of another program on it and less than O(busy_memory_mib) in use - for
@@ -161,6 +182,18 @@ EXAMPLES = r'''
       no_pending_remaps: true
       persistence_mode: true
       no_clock_slowdown: true
+
+- name: The Xid errors of this boot, read as root where only root may read the kernel log
+  gpufleet.inference.gpu_facts:
+    xid: true
+  become: true
+
+- name: No Xid since the cursor an earlier read left, but for application faults
+  gpufleet.inference.gpu_facts:
+    xid_after: "{{ earlier.ansible_facts.gpufleet_gpu.xid.cursor }}"
+    expect:
+      no_xid_since_last_run: true
+      ignore_xids: [13, 31, 43]
 '''
 
 RETURN = r'''
@@ -256,6 +289,25 @@ ansible_facts:
               description: With O(processes), why it is busy, else V(null).
               type: str
               sample: "busy (pid 4242 python3 -m sglang.launch_server --model-path /models/llama, 86.1 GiB)"
+        xid:
+          description:
+            - With O(xid), the Xid errors of the current boot - C(source) (V(journald) or V(dmesg)), C(error) (why the log
+              could not be read, else V(null)), C(boot_id), C(read_monotonic_us) (the time since boot it was read up to),
+              C(cursor) (where a later read starts counting), C(count) and C(events), the latest 200, each with C(code),
+              C(meaning), C(gpu) (index, V(null) for an address no GPU listed has), C(uuid), C(pci), C(pid), C(process),
+              C(text), C(monotonic_us) and C(time) (epoch seconds).
+            - An empty C(events) list with no C(error) is an answer - no Xid in this boot.
+          type: dict
+          returned: when O(xid) is true and a GPU is present
+          sample: {source: dmesg, error: null, boot_id: 1b629215-6ec9-4d26-818d-c812f7799105, count: 1,
+                   cursor: {boot_id: 1b629215-6ec9-4d26-818d-c812f7799105, monotonic_us: 86400000000},
+                   events: [{code: 79, meaning: GPU has fallen off the bus, gpu: 3, pci: "0000:3b:00", pid: null,
+                             process: null, text: GPU has fallen off the bus., monotonic_us: 81234567890,
+                             time: 1796342400.5}]}
+        xid_expect:
+          description: torch_verify's O(gpufleet.inference.torch_verify#module:expect) Xid keys, for the fleet report to judge.
+          type: dict
+          returned: by torch_verify
         processes_error:
           description: With O(processes), why the compute processes could not be read, else V(null).
           type: str
@@ -290,11 +342,13 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
     C_LOCALE,
     DEVICE_EXPECT_SPEC,
     HEALTH_EXPECT_SPEC,
+    XID_EXPECT_SPEC,
     check_device_expectations,
     check_health_expectations,
     gather,
 )
 from ansible_collections.gpufleet.inference.plugins.module_utils.busy import DEFAULT_BUSY_MEMORY_MIB, judge
+from ansible_collections.gpufleet.inference.plugins.module_utils import xid
 
 
 def main():
@@ -305,8 +359,10 @@ def main():
             timeout=dict(type='int', default=60),
             processes=dict(type='bool', default=False),
             busy_memory_mib=dict(type='int', default=DEFAULT_BUSY_MEMORY_MIB),
+            xid=dict(type='bool', default=False),
+            xid_after=dict(type='dict'),
             expect=dict(type='dict', default={}, options=dict(DEVICE_EXPECT_SPEC, idle=dict(type='bool'),
-                                                              **HEALTH_EXPECT_SPEC)),
+                                                              **dict(HEALTH_EXPECT_SPEC, **XID_EXPECT_SPEC))),
         ),
         supports_check_mode=True,
     )
@@ -327,6 +383,10 @@ def main():
     health = dict((key, value) for key, value in expect.items() if key in HEALTH_EXPECT_SPEC)
     mismatches = check_device_expectations(expect, facts['gpus'], len(facts['gpus']), facts['driver_version'])
     mismatches += check_health_expectations(health, facts) if health else []
+    if module.params['xid'] or expect.get('no_xid_since_last_run'):
+        if facts['present']:
+            facts['xid'] = xid.read(module, facts['gpus'])
+        mismatches += xid.judge(facts.get('xid'), module.params['xid_after'], expect)['failures']
     if expect.get('idle'):
         mismatches += ['idle: expected no other program on GPU %s, found %s' % (gpu['index'], gpu['busy_reason'])
                        for gpu in facts['gpus'] if gpu.get('busy')]

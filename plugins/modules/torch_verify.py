@@ -255,6 +255,18 @@ options:
       no_clock_slowdown:
         description: No hardware, thermal or power-brake clock slowdown active on any GPU.
         type: bool
+      no_xid_since_last_run:
+        description:
+          - No Xid error in the kernel log since the last run. Not judged here - the module has no memory of runs - but
+            returned in C(xid_expect) of RV(ansible_facts.gpufleet_gpu) for the fleet report, which judges it against the
+            cursor the host's previous report row left (verify.yml, deploy.yml); a kernel log that could not be read
+            fails it. P(gpufleet.inference.gpu_facts#module) judges it against its O(gpufleet.inference.gpu_facts#module:xid_after).
+          - Needs O(gpu=true) and O(xid=read) (or O(xid_answer)).
+        type: bool
+      ignore_xids:
+        description: Xid codes that O(expect.no_xid_since_last_run) leaves out, for example V([13, 31, 43]) (application faults).
+        type: list
+        elements: int
       max_kernel_proof_age_hours:
         description:
           - The oldest accepted numeric pass (hours) of every GPU under this stack, from the record of O(proof); a GPU
@@ -389,6 +401,19 @@ options:
     description: The sglang release whose flag names and choices the flags are written for.
     type: str
     default: 0.5.23
+  xid:
+    description:
+      - V(read) - with O(gpu=true), read the Xid errors of the current boot from the kernel log (C(journalctl -k) where the
+        host has it, else C(dmesg)) as the connecting user, into C(xid) of RV(ansible_facts.gpufleet_gpu); a log that user
+        cannot read is an answer with its reason (C(error)), never an empty list. V(off) - not read.
+    type: str
+    choices: [read, 'off']
+    default: 'off'
+  xid_answer:
+    description:
+      - The answer of an Xid read made before this module (P(gpufleet.inference.gpu_facts#module) with
+        O(gpufleet.inference.gpu_facts#module:xid=true) and become, where only root can read the kernel log), used as is.
+    type: dict
   model_jit:
     description:
       - V(cache_only) - a flashinfer module missing from the prebuilt JIT cache is never compiled during verification
@@ -802,9 +827,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import backends, busy, kernel_checks, model_verify, proof
+from ansible_collections.gpufleet.inference.plugins.module_utils import backends, busy, kernel_checks, model_verify, proof, xid
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
     C_LOCALE,
+    XID_EXPECT_SPEC,
     check_health_expectations,
     gather,
     reread_links,
@@ -944,6 +970,8 @@ def main():
             backend_families=dict(type='list', elements='str'),
             sglang_version=dict(type='str', default=backends.DEFAULT_SGLANG_VERSION),
             model_jit=dict(type='str', choices=list(model_verify.JIT_MODES), default='cache_only'),
+            xid=dict(type='str', choices=['read', 'off'], default='off'),
+            xid_answer=dict(type='dict'),
         ),
         required_one_of=[['python', 'link']],
         mutually_exclusive=[['python', 'link']],
@@ -953,7 +981,7 @@ def main():
     module.run_command_environ_update = C_LOCALE
     # The GPUs first: their facts travel with every result below, failures included.
     facts_out = {}
-    health_expected = sorted(key for key in HEALTH_EXPECT_SPEC if params['expect'].get(key) is not None)
+    health_expected = sorted(key for key in dict(HEALTH_EXPECT_SPEC, **XID_EXPECT_SPEC) if params['expect'].get(key) is not None)
     if health_expected and not params['gpu']:
         module.fail_json(msg='expect.%s: needs gpu=true (the GPUs\' health is read with them)' % health_expected[0],
                          probed=False)
@@ -978,6 +1006,15 @@ def main():
         busy.judge(gpu_facts, params['busy_memory_mib'])
     if params['gpu']:
         facts_out['gpufleet_gpu'] = gpu_facts
+        # Xid errors of this boot from the kernel log (read without root), or
+        # the answer of a read made with become before this module
+        if params['xid_answer']:
+            gpu_facts['xid'] = dict(params['xid_answer'])
+        elif params['xid'] == 'read' and gpu_facts['present']:
+            gpu_facts['xid'] = xid.read(module, gpu_facts['gpus'])
+        # judged by the fleet report, against the cursor the previous run left
+        gpu_facts['xid_expect'] = dict((key, params['expect'].get(key)) for key in XID_EXPECT_SPEC
+                                       if params['expect'].get(key) is not None)
         if params['gpu_required'] and not facts_out['gpufleet_gpu']['present']:
             message = 'gpu_required: expected an NVIDIA GPU, found none (%s)' % facts_out['gpufleet_gpu']['error']
             module.fail_json(msg=message, mismatches=[message], probed=False, ansible_facts=facts_out)

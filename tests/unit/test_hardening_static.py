@@ -361,6 +361,8 @@ ROOT_MODULES = {"apt": "system packages", "package": "system packages"}
 OPERATOR_ROOT_TASKS = {
     "roles/fleet/tasks/hook.yml: Serving | Run the hook command as root ({{ fleet_hook_action }})":
         "the drain/return hook (gpufleet_drain_hook, a scheduler's admin command), only with gpufleet_hook_become",
+    "roles/verify/tasks/host.yml: Verify | Read the Xid errors of the kernel log as root":
+        "the kernel log where only root may read it (read-only gpu_facts), only with gpufleet_xid: become",
 }
 # Modules that act on paths as root; the keys that name the paths.
 PATH_KEYS = {"copy": ("dest",), "template": ("dest",), "file": ("path", "dest"), "find": ("paths",),
