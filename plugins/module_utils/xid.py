@@ -270,17 +270,19 @@ def judge(answer, cursor, expect):
     wanted = bool(expect.get('no_xid_since_last_run'))
     ignore = set(expect.get('ignore_xids') or [])
     result = {'new': [], 'ignored': [], 'failures': []}
-    since = 'since the last run' if cursor else 'in this boot (no earlier run read this host\'s log)'
+    since = 'since the last run' if cursor else 'in this boot'
+    notes = (['ignoring %s' % ', '.join(str(c) for c in sorted(ignore))] if ignore else []) + (
+        [] if cursor else ['no earlier run read this host\'s log'])
+    words = since + (' (%s)' % '; '.join(notes) if notes else '')
     if not answer or answer.get('error'):
         if wanted:
             why = (answer or {}).get('error') or 'no GPU, or Xid reading off'
             result['failures'].append('no_xid_since_last_run: expected no Xid %s, found the kernel log not read: %s'
-                                      % (since, why))
+                                      % (words, why))
         return result
     new = after(answer.get('events') or [], cursor)
     result['ignored'] = [e for e in new if e['code'] in ignore]
     result['new'] = [e for e in new if e['code'] not in ignore]
     if wanted and result['new']:
-        result['failures'].append('no_xid_since_last_run: expected no Xid %s%s, found %s' % (
-            since, ' (ignoring %s)' % ', '.join(str(c) for c in sorted(ignore)) if ignore else '', summary(result['new'])))
+        result['failures'].append('no_xid_since_last_run: expected no Xid %s, found %s' % (words, summary(result['new'])))
     return result

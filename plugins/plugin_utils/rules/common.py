@@ -94,6 +94,11 @@ def _expect_value_error(key, value):
         return "" if is_number(value) and math.isfinite(float(value)) and float(value) >= 0 else "a number >= 0"
     if kind == "bool":
         return "" if is_bool(value) else "true or false"
+    if EXPECT_SPEC[key].get("elements") == "int":
+        ok = isinstance(value, (list, tuple)) and all(
+            (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (isinstance(v, str) and _INT_RE.match(v.strip()))
+            for v in value)
+        return "" if ok else "a list of integers >= 0 (Xid codes)"
     if key == "kernels":
         if not isinstance(value, (list, tuple)):
             return "a list of kernel check names"
