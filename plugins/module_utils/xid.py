@@ -223,8 +223,17 @@ def read(module, gpus, timeout=30):
             rc, out, err = call(argv)  # a journalctl built without pattern matching
         if rc not in (0, 1) or _unreadable(err):
             errors.append('journalctl -k: %s' % _first_line(err or out))
-        else:
+        elif out.strip():
             events = parse_journal(out)
+        else:
+            # No Xid: an answer only where the journal holds this boot's kernel
+            # messages at all (journald may run without them, or not at all)
+            rc, out, err = call([journalctl, '-k', '-b', '0', '-n', '1', '-o', 'json', '--no-pager', '-q',
+                                 '--output-fields=MESSAGE'])
+            if rc == 0 and out.strip() and not _unreadable(err):
+                events = []
+            else:
+                errors.append('journalctl -k: no kernel message of this boot in the journal')
     if events is None:
         dmesg = module.get_bin_path('dmesg')
         if dmesg:

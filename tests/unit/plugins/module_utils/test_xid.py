@@ -165,3 +165,20 @@ def test_read_keeps_the_latest_events_and_counts_all():
     answer = xid.read(FakeModule({'dmesg': '/bin/dmesg'}, [(0, lines, '')]), GPUS, timeout=0)
     assert answer['count'] == xid.MAX_EVENTS + 5 and len(answer['events']) == xid.MAX_EVENTS
     assert answer['events'][-1]['monotonic_us'] == (xid.MAX_EVENTS + 5) * 1000000
+
+
+def test_read_a_journal_without_kernel_messages_falls_back_to_dmesg():
+    # journalctl installed, but the journal holds no kernel message of this boot (journald not running)
+    module = FakeModule({'journalctl': '/usr/bin/journalctl', 'dmesg': '/bin/dmesg'},
+                        [(0, '', ''), (0, '', ''), (0, DMESG, '')])
+    answer = xid.read(module, GPUS, timeout=0)
+    assert answer['source'] == 'dmesg' and answer['error'] is None and answer['count'] == 3
+    assert module.calls[1][1:6] == ['-k', '-b', '0', '-n', '1']
+
+
+def test_read_a_journal_with_kernel_messages_and_no_xid_is_an_empty_answer():
+    module = FakeModule({'journalctl': '/usr/bin/journalctl', 'dmesg': '/bin/dmesg'},
+                        [(0, '', ''), (0, '{"MESSAGE": "Linux version 6.1"}\n', '')])
+    answer = xid.read(module, GPUS, timeout=0)
+    assert (answer['source'], answer['error'], answer['events']) == ('journald', None, [])
+    assert len(module.calls) == 2  # dmesg not asked
