@@ -23,8 +23,10 @@ import os
 import re
 import tempfile
 
+from ansible_collections.gpufleet.inference.plugins.module_utils import xid as xids
 from ansible_collections.gpufleet.inference.plugins.module_utils.freeze import canonical_name, parse_freeze
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_trend
 
 REPORT_BASENAME = "fleet-report"
 # 2: a row's package baseline and its diff are the keys "freeze" and "freeze_diff"
@@ -173,6 +175,47 @@ def _note(row, kind, text):
     status and the history read that list); the report shows them by kind."""
     row["drift"].append(text)
     row.setdefault("notes", {"failed": [], "drift": [], "outlier": []})[kind].append(text)
+
+
+def _xid(gpu_facts, previous_row, gpus):
+    """The host's Xid errors since its previous run: the events after the cursor
+    its previous row left (the whole boot where there is none), each GPU's as
+    marks (a GPU to look at), and the failures of the expectation
+    no_xid_since_last_run. A host whose log was not read keeps the old cursor."""
+    answer = (gpu_facts or {}).get("xid")
+    expect = (gpu_facts or {}).get("xid_expect") or {}
+    previous = (previous_row or {}).get("xid") if isinstance(previous_row, dict) else None
+    cursor = (previous or {}).get("cursor")
+    if not isinstance(answer, dict):
+        answer = None
+    if answer is None and not expect:
+        return {"read": False, "source": None, "error": None, "since": None, "events": [], "new_count": 0, "ignored": 0,
+                "count_boot": None, "failures": [], "cursor": cursor}
+    judged = xids.judge(answer, cursor, expect)
+    by_index = dict((g.get("index"), g) for g in gpus)
+    counts = {}
+    for event in judged["new"]:
+        counts[(event.get("gpu"), event["code"])] = counts.get((event.get("gpu"), event["code"]), 0) + 1
+    for (index, code), n in sorted(counts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        g = by_index.get(index)
+        if g is not None:
+            g.setdefault("xid", {})[str(code)] = n
+            g["marks"].append("Xid %d (%s)%s since the last run" % (code, xids.meaning(code), " x%d" % n if n > 1 else ""))
+    read = answer is not None and not answer.get("error")
+    return {
+        "read": read,
+        "source": (answer or {}).get("source"),
+        "error": (answer or {}).get("error") or (None if answer is not None else "not read (no GPU, or gpufleet_xid: off)"),
+        "since": ("last run" if cursor else "boot") if read else None,
+        # the newest first is what a person reads; the rest is in the host's log
+        "events": [dict((k, e.get(k)) for k in ("code", "meaning", "gpu", "uuid", "pci", "pid", "process", "time", "text"))
+                   for e in judged["new"][-50:]],
+        "new_count": len(judged["new"]),
+        "ignored": len(judged["ignored"]),
+        "count_boot": (answer or {}).get("count"),
+        "failures": judged["failures"],
+        "cursor": xids.cursor_of(answer, cursor),
+    }
 
 
 def _gpu_rows(gpu, torch):
@@ -629,6 +672,7 @@ def host_row(name, entry, previous_row, freeze_dir, mode):
     }
     _mark_busy(gpus, gpu, row["gpu_use"])
     _mark_failed_checks(row)
+    row["xid"] = _xid(gpu, previous_row, gpus)
     if status in ("unreachable", "not_run"):
         # Keep the last known stack so the operator sees what the host had.
         if previous_row:
@@ -649,6 +693,14 @@ def host_row(name, entry, previous_row, freeze_dir, mode):
         row["freeze"] = freeze["path"]
         row["freeze_diff"] = diff_versions(freeze["packages"], packages)
 
+    # Xid errors since the last run: judged here, where the previous run's cursor is
+    for text in row["xid"]["failures"]:
+        failure = parse_expectation_failures(text)
+        row["expectation_failures"].extend(f for f in failure if f not in row["expectation_failures"])
+        if status in ("ok", "drift"):
+            status = row["status"] = "failed"
+            row["stage"] = row["stage"] or "verify"
+            row["message"] = row["message"] or text
     for f in row["expectation_failures"]:
         _note(row, "failed", "%s: expected %s, found %s" % (f["name"], f["expected"], f["found"]))
     if status == "failed" and not row["expectation_failures"]:
@@ -686,9 +738,11 @@ def load_previous(out_dir):
     return data
 
 
-def build_report(run, previous=None, freeze_dir=None, now=None):
+def build_report(run, previous=None, freeze_dir=None, now=None, history_dir=None):
     """run: {mode, playbook, hosts: [name...], results: [entry|None...], started: [bool...]};
-    freeze_dir: a folder or a list of folders of the venv freezes (find_freeze)."""
+    freeze_dir: a folder or a list of folders of the venv freezes (find_freeze);
+    history_dir: the kept reports (write_report's history/), read for the trend
+    only where the previous report does not carry it (report_trend.attach)."""
     mode = run.get("mode") or "verify"
     names = list(run.get("hosts") or [])
     results = list(run.get("results") or [])
@@ -734,6 +788,8 @@ def build_report(run, previous=None, freeze_dir=None, now=None):
         "hosts": rows,
     }
     report["digest"] = fleet_digest(report)
+    # throughput and kernel error over the kept runs: the previous report carries them, history_dir fills the gaps
+    report_trend.attach(report, previous, history_dir)
     return report
 
 
@@ -759,6 +815,7 @@ def _env():
     env.filters["kernel_notes"] = kernel_notes
     env.filters["has_notes"] = has_notes
     env.filters["model"] = format_model
+    env.filters.update(report_trend.FILTERS)
     return env
 
 
@@ -997,5 +1054,6 @@ def publish(run, out_dir, freeze_dir=None, now=None):
     out_dir/locks, see freeze_dirs) and return outcome()."""
     out_dir = os.path.abspath(out_dir)
     previous = load_previous(out_dir)
-    report = build_report(run, previous, freeze_dirs(out_dir, freeze_dir), now=now)
+    report = build_report(run, previous, freeze_dirs(out_dir, freeze_dir), now=now,
+                          history_dir=os.path.join(out_dir, report_trend.HISTORY_DIRNAME))
     return outcome(report, previous, write_report(report, out_dir))

@@ -32,6 +32,8 @@ HOST_METRICS = (
     ("host_kernel_proof_timestamp_seconds", "When the oldest GPU's last numeric pass under the host's stack was (Unix time)"),
     ("host_serving_backend", "1 per backend family for the sglang backend the host's verification chose (label flag)"),
     ("host_backend_status", "1 for each serving backend's verdict per GPU model in the last verification (label status)"),
+    ("host_xid_log_read", "1 when the last verification read the host's kernel log for Xid errors, 0 when it could not (label source)"),
+    ("host_xid_errors_since_last_run", "Xid errors in the host's kernel log since its previous verification (all GPUs, ignored codes left out)"),
 )
 GPU_HEALTH = (
     ("gpu_pcie_link_gen", "pcie_gen_current", "PCIe generation of the link as trained"),
@@ -60,6 +62,8 @@ GPU_OTHER = (
     ("gpu_busy", "1 when another program used the GPU, so the run left its numeric checks out"),
     ("gpu_kernel_check", "1 for each kernel or model check's result on the GPU in the last verification (label status)"),
     ("gpu_kernel_check_relative_error", "Relative error of a kernel or model check on the GPU against fp32 (worst size)"),
+    ("gpu_xid_errors_since_last_run", "Xid errors of the GPU in the kernel log since the host's previous verification (ignored codes left out)"),
+    ("gpu_xid_code_errors_since_last_run", "Xid errors of the GPU since the host's previous verification, per Xid code (label xid)"),
 )
 STATUSES = ("ok", "drift", "failed", "busy", "unreachable", "not_run", "unverified")
 
@@ -135,6 +139,11 @@ def render(report, hosts=None):
         for verdict in model.get("verdicts") or []:
             add("host_backend_status", {"host": host, "gpu_name": verdict.get("gpu") or "", "family": verdict.get("family"),
                                         "backend": verdict.get("backend"), "status": verdict.get("status")}, 1)
+        xid = row.get("xid") if isinstance(row.get("xid"), dict) else {}
+        if xid.get("source") or (xid.get("error") and row.get("status") not in ("unreachable", "not_run")):
+            add("host_xid_log_read", {"host": host, "source": xid.get("source") or ""}, bool(xid.get("read")))
+        if xid.get("read"):
+            add("host_xid_errors_since_last_run", {"host": host}, xid.get("new_count") or 0)
         identity = {}
         for gpu in row.get("gpus") or []:
             ids = {"host": host, "gpu": gpu.get("index")}
@@ -156,6 +165,11 @@ def render(report, hosts=None):
             add("gpu_outlier", ids, bool(gpu.get("outliers")))
             if "busy" in gpu:
                 add("gpu_busy", ids, bool(gpu.get("busy")))
+            if xid.get("read"):
+                codes = gpu.get("xid") or {}
+                add("gpu_xid_errors_since_last_run", ids, sum(codes.values()))
+                for code, count in sorted(codes.items(), key=lambda kv: int(kv[0])):
+                    add("gpu_xid_code_errors_since_last_run", dict(ids, xid=code), count)
         torch = (row.get("facts") or {}).get("torch") or {}
         for check in (torch.get("kernels") or []) + (torch.get("model_checks") or []):
             if not isinstance(check, dict) or not isinstance(check.get("device"), int):

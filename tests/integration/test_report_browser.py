@@ -1,11 +1,13 @@
 """The fleet report's HTML page in a real browser: Debian's headless Chromium
 (scripts/test-hosts.sh installs it) loads the written page from disk, runs its
 script and hands back the DOM; the heat map, the marks, the table's sort and
-status filter (driven by the URL fragment) are checked there, and a screenshot
-of a 1-host and of a 16-host page lands in .cache/test-logs/ for a person."""
+status filter (driven by the URL fragment) and the trend's sparklines over the
+kept history are checked there, and a screenshot of a 1-host, a 16-host and a
+trend page lands in .cache/test-logs/ for a person."""
 
 import datetime
 import html.parser
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +23,9 @@ LOGS = os.path.join(ROOT, ".cache", "test-logs")
 GPUS = 8
 BF16, FP16 = 300.0, 310.0
 SLOW, LINK, REMAP, FAILED = ("gpu05", 3), ("gpu09", 6), ("gpu12", 1), "gpu14"
+# The trend page: six runs a day apart; one GPU loses 6% of its bf16 throughput and its
+# kernel error grows 1.5x a run, another is swapped (a new UUID) before the fourth run.
+TREND_RUNS, SINKING, SWAPPED = 6, ("gpu02", 3), ("gpu04", 5)
 
 
 def chromium_binary():
@@ -50,9 +55,9 @@ def dump_dom(tmp_path, path, fragment=""):
     return Page(dom)
 
 
-def screenshot(tmp_path, path, name):
-    os.makedirs(LOGS, exist_ok=True)
-    png = os.path.join(LOGS, name)
+def screenshot(tmp_path, path, name, folder=LOGS):
+    os.makedirs(folder, exist_ok=True)
+    png = os.path.join(folder, name)
     if os.path.exists(png):
         os.unlink(png)
     chromium(tmp_path, "file://%s" % path, "--screenshot=%s" % png, "--window-size=1400,1000", "--hide-scrollbars")
@@ -66,9 +71,9 @@ class Page(html.parser.HTMLParser):
 
     def __init__(self, text):
         super().__init__(convert_charrefs=True)
-        self.cells, self.rows, self.heat_rows, self.sources = [], [], [], []
+        self.cells, self.rows, self.heat_rows, self.sources, self.sparks = [], [], [], [], []
         self.summary, self.ids = "", []
-        self._in_summary = 0
+        self._in_summary = self._in_spark = 0
         self.feed(text)
         self.close()
 
@@ -90,10 +95,19 @@ class Page(html.parser.HTMLParser):
             self._in_summary += 1
         elif a.get("id") == "summary":
             self._in_summary = 1
+        if self._in_spark:
+            self._in_spark += 1
+            if tag == "polyline":
+                self.sparks[-1]["lines"][a["class"]] = [tuple(float(c) for c in p.split(",")) for p in a["points"].split()]
+        elif "spark" in classes:
+            self.sparks.append(dict(a, classes=classes, lines={}))
+            self._in_spark = 1
 
     def handle_endtag(self, tag):
         if self._in_summary:
             self._in_summary -= 1
+        if self._in_spark:
+            self._in_spark -= 1
 
     def handle_data(self, data):
         if self._in_summary:
@@ -218,3 +232,72 @@ def test_sixteen_hosts_find_the_sick_gpus(tmp_path):
     both = dump_dom(tmp_path, path, "#status=failed,drift&sort=host")
     assert both.visible() == sorted([FAILED, SLOW[0], LINK[0]]) and both.order() == names
     screenshot(tmp_path, path, "report-16x8.png")
+
+
+def trend_entry(host, run):
+    """entry() of one run of the trend page: a kernel check per GPU with its relative error, SINKING
+    slower and less exact each run, SWAPPED a new GPU from the fourth run on."""
+    e = entry(host)
+    for s in e["torch"]["smoke"]:
+        if (host, s["device"]) == SINKING and s["dtype"] == "bfloat16":
+            s["tflops"] = round(BF16 * (1 - 0.06 * run), 3)
+    e["torch"]["kernels"] = [{"check": "torch.fp8_scaled_mm", "set": "torch", "device": i, "device_name": "NVIDIA H200",
+                              "status": "ok", "relative_error": round(0.002 * (1.5 ** run if (host, i) == SINKING else 1), 6),
+                              "tolerance": 0.02, "tflops": 600.0} for i in range(GPUS)]
+    if host == SWAPPED[0] and run >= 3:
+        e["gpu"]["gpus"][SWAPPED[1]]["uuid"] = "GPU-%s-0000-4000-8000-swapped00005" % host
+    return e
+
+
+def trend_report(out, names=("gpu01", "gpu02", "gpu03", "gpu04")):
+    """TREND_RUNS runs published into out (the real publish/write_report path, a day apart,
+    the last at NOW); the last report as written."""
+    for run in range(TREND_RUNS):
+        results = [trend_entry(n, run) for n in names]
+        rep.publish({"mode": "verify", "hosts": list(names), "results": results}, str(out),
+                    now=NOW - datetime.timedelta(days=TREND_RUNS - 1 - run))
+    with open(os.path.join(str(out), "fleet-report.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def test_trend_sparklines(tmp_path):
+    report = trend_report(tmp_path / "report")
+    assert len(os.listdir(tmp_path / "report" / "history")) == TREND_RUNS
+    path = str(tmp_path / "report" / "fleet-report.html")
+    page = dump_dom(tmp_path, path)
+
+    def spark(host, gpu):
+        found = [s for s in page.sparks if s.get("data-host") == host and s.get("data-gpu") == str(gpu)]
+        assert found, "no sparkline for %s GPU %s" % (host, gpu)
+        assert all(s["title"] == found[0]["title"] for s in found)  # the host table's and "GPUs to look at"'s
+        return found[0]
+
+    sinking = spark(*SINKING)
+    assert "worsening" in sinking["classes"]
+    line = sinking["lines"]["tflops"]
+    assert len(line) == TREND_RUNS
+    # left to right, each point lower than the one before (SVG y grows downwards)
+    assert all(b[0] > a[0] and b[1] > a[1] for a, b in zip(line, line[1:])), line
+    errors = sinking["lines"]["kernel_error"]
+    assert all(b[1] < a[1] for a, b in zip(errors, errors[1:])), errors
+    title = sinking["title"]
+    for run in range(TREND_RUNS):
+        when = (NOW - datetime.timedelta(days=TREND_RUNS - 1 - run)).strftime("%Y-%m-%d %H:%M")
+        assert "\n%s: %.1f, %.3g" % (when, BF16 * (1 - 0.06 * run), 0.002 * 1.5 ** run) in title, title
+    assert "300 → … → 228 → 210 bfloat16 TFLOP/s (-30% over 6 runs, steady decline)" in title, title
+    assert "\nUTC: TFLOP/s, kernel error\n" in title, title
+    assert "GPU-gpu02-0000-4000-8000-000000000003" in title
+
+    healthy = spark("gpu02", 2)
+    assert "worsening" not in healthy["classes"] and len(set(y for x, y in healthy["lines"]["tflops"])) == 1
+    # the swapped GPU: its own three runs, on the right of the runs' axis
+    swapped = spark(*SWAPPED)
+    assert len(swapped["lines"]["tflops"]) == 3 and swapped["lines"]["tflops"][0][0] > healthy["lines"]["tflops"][2][0]
+    assert report["hosts"][0]["host"] == "gpu02"  # drift: the sinking GPU is an outlier by now
+    host = [s for s in page.sparks if s.get("data-trend") == "tflops" and s["title"].startswith("gpu02: ")]
+    assert len(host) == 1 and "worsening" in host[0]["classes"]
+    summary = " ".join(page.summary.split())
+    assert "1 GPU worsening over 6 runs" in summary, summary
+    model = [s for s in page.sparks if s["title"].startswith("NVIDIA H200: median TFLOP/s")]
+    assert len(model) == 1 and "worsening" not in model[0]["classes"]
+    screenshot(tmp_path, path, "report-trend.png")

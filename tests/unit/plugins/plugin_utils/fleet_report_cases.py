@@ -48,3 +48,13 @@ def health_entry(gpus=8, tflops=300.0, slow=None, health=None):
         g["health"] = dict(HEALTHY, **(health or {}).get(g["index"], {}))
     entry["torch"]["smoke"] = [{"device": i, "dtype": "bfloat16", "tflops": (slow or {}).get(i, tflops)} for i in range(gpus)]
     return entry
+
+
+def metric_samples(text):
+    """Prometheus text read back with the official parser: name -> [(labels, value)]."""
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return out

@@ -5,13 +5,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_record import fleet_record
 from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.fleet_report_cases import (
     NOW,
+    metric_samples as _samples,
     ok_entry,
     run,
 )
@@ -102,14 +101,6 @@ def test_a_drain_from_an_earlier_run_stands_until_a_hook_returns_it():
     back = dict(ok_entry(), serving={"drained": False, "returned": True, "reason": "", "actions": ["return"]})
     row = rep.build_report(run("verify", gpu01=back), previous=previous, now=NOW)["hosts"][0]
     assert not row["serving"]["drained"] and row["serving"]["returned"] and "carried" not in row["serving"]
-
-
-def _samples(text):
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((sample.labels, sample.value))
-    return out
 
 
 def test_the_metrics_say_busy_gpus_the_proofs_age_and_the_busy_status():
