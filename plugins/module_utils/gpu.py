@@ -17,7 +17,10 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.cuda_arch impor
 # ldconfig and nvcc then print the same words and number formats everywhere.
 C_LOCALE = {'LANG': 'C', 'LC_ALL': 'C', 'LC_MESSAGES': 'C', 'LANGUAGE': 'C'}
 
-QUERY_FIELDS = ('index', 'name', 'uuid', 'compute_cap', 'memory.total', 'pci.bus_id', 'driver_version')
+# The inventory, also the whole query of the fallback without health. serial is
+# the board serial number (the H200 with driver 580.159.04 answers it, GeForce
+# boards [N/A]), kept a string: its leading zeros stay.
+QUERY_FIELDS = ('index', 'name', 'uuid', 'compute_cap', 'memory.total', 'pci.bus_id', 'driver_version', 'serial')
 # Health, read in the same query (all accepted together by driver 580): field -> key in gpu['health'].
 HEALTH_FIELDS = (
     ('persistence_mode', 'persistence_mode'),
@@ -164,7 +167,7 @@ def parse_gpu_line(line, health=False, usage=False):
         # Only the product name is free text: give it back the commas it had.
         extra = len(fields) - len(wanted)
         fields = [fields[0], ', '.join(fields[1:2 + extra])] + fields[2 + extra:]
-    index, name, uuid, compute_cap, memory_total, bus_id, driver = fields[:len(QUERY_FIELDS)]
+    index, name, uuid, compute_cap, memory_total, bus_id, driver, serial = fields[:len(QUERY_FIELDS)]
     if not index.isdigit():
         raise NvidiaSmiParseError(line, 'index %r is not a number' % index)
     compute_cap = _optional(compute_cap)
@@ -182,6 +185,7 @@ def parse_gpu_line(line, health=False, usage=False):
         'compute_capability': compute_cap,
         'memory_total_mib': memory_total,
         'pci_bus_id': _optional(bus_id),
+        'serial': _optional(serial),
     }
     if health:
         gpu['health'] = parse_health(fields[len(QUERY_FIELDS):len(QUERY_FIELDS) + len(HEALTH_FIELDS)], line)

@@ -16,7 +16,7 @@ version_added: 0.1.0
 description:
   - Runs C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits) once, as an argument
     list with a C locale, and returns the driver version, the CUDA version the driver supports,
-    and per GPU its index, name, UUID, compute capability, total memory and PCI bus id.
+    and per GPU its index, name, UUID, compute capability, total memory, PCI bus id and board serial number.
   - Reads each GPU's health in the same query - persistence mode, the PCIe link as trained against its
     maximum (generation and width), ECC mode and uncorrected volatile errors, pending retired pages, the
     active clock event reasons (decoded), temperature, power draw and limit, SM clock and its maximum - and,
@@ -252,6 +252,14 @@ ansible_facts:
               description: PCI bus id, C(domain:bus:device.function).
               type: str
               sample: "00000000:19:00.0"
+            serial:
+              description:
+                - The board serial number (C(nvidia-smi --query-gpu=serial)), the one physically printed on the board;
+                  a string, leading zeros kept.
+                - V(null) where the board has none (nvidia-smi answers C([N/A]) or C([Not Supported]), as GeForce
+                  boards do).
+              type: str
+              sample: "1654124044948"
             health:
               description:
                 - The GPU's health; V(null) for what the GPU does not report. Absent where the driver refused a

@@ -19,7 +19,7 @@ SGLANG = 'python3 -m sglang.launch_server --model-path /models/llama'
 
 def query_line(index, used, util, uuid=None, name='NVIDIA H200'):
     """One row of nvidia_smi_argv(health=True, usage=True): the base fields, the health, memory.used, utilization."""
-    return ('%d, %s, %s, 9.0, 143771, 00000000:%02X:00.0, 580.159.04, Enabled, 5, 5, 16, 16, Enabled, 0, [N/A], '
+    return ('%d, %s, %s, 9.0, 143771, 00000000:%02X:00.0, 580.159.04, 1654124044948, Enabled, 5, 5, 16, 16, Enabled, 0, [N/A], '
             '0x0000000000000001, 34, 78.30, 700.00, 345, 1980, %s, %s'
             % (index, name, uuid or UUIDS[index], 0x19 + index, used, util))
 
@@ -120,18 +120,18 @@ def test_usage_is_read_from_the_last_two_fields():
     argv = gpu.nvidia_smi_argv('/usr/bin/nvidia-smi', usage=True)
     assert argv[1].endswith(',clocks.max.sm,memory.used,utilization.gpu')
     assert gpu.nvidia_smi_argv('/usr/bin/nvidia-smi', health=False, usage=True)[1] == (
-        '--query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version,memory.used,utilization.gpu')
+        '--query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version,serial,memory.used,utilization.gpu')
     assert gpu.compute_apps_argv('nvidia-smi') == [
         'nvidia-smi', '--query-compute-apps=gpu_uuid,pid,process_name,used_memory', '--format=csv,noheader,nounits']
     entry, driver = gpu.parse_gpu_line(query_line(0, 88166, 97, name='NVIDIA GB10, Grace'), health=True, usage=True)
     assert entry['usage'] == {'memory_used_mib': 88166, 'utilization_pct': 97}
     assert entry['name'] == 'NVIDIA GB10, Grace' and entry['health']['clocks_max_sm_mhz'] == 1980
-    assert driver == '580.159.04'
-    entry, dummy = gpu.parse_gpu_line('0, NVIDIA H200, GPU-x, 9.0, 143771, 00000000:19:00.0, 580.159.04, [N/A], [N/A]',
-                                      usage=True)
+    assert driver == '580.159.04' and entry['serial'] == '1654124044948'
+    entry, dummy = gpu.parse_gpu_line(
+        '0, NVIDIA H200, GPU-x, 9.0, 143771, 00000000:19:00.0, 580.159.04, 1654124044948, [N/A], [N/A]', usage=True)
     assert entry['usage'] == {'memory_used_mib': None, 'utilization_pct': None} and 'health' not in entry
-    entry, dummy = gpu.parse_gpu_line('0, NVIDIA H200, GPU-x, 9.0, 143771, 00000000:19:00.0, 580.159.04')
-    assert 'usage' not in entry and entry['uuid'] == 'GPU-x'
+    entry, dummy = gpu.parse_gpu_line('0, NVIDIA H200, GPU-x, 9.0, 143771, 00000000:19:00.0, 580.159.04, 1654124044948')
+    assert 'usage' not in entry and entry['uuid'] == 'GPU-x' and entry['serial'] == '1654124044948'
 
 
 def test_usage_that_is_not_a_whole_number_fails_naming_it():

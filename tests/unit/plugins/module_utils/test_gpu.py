@@ -18,13 +18,13 @@ def test_query_asks_for_every_fact_in_one_run():
     # nvidia-smi of driver 580 on an H200 accepts all these field names together in one --query-gpu
     # (driver 580.159.04: docs/evidence/h200-health)
     assert argv == ['/usr/bin/nvidia-smi',
-                    '--query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version,'
+                    '--query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version,serial,'
                     'persistence_mode,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,'
                     'pcie.link.width.max,ecc.mode.current,ecc.errors.uncorrected.volatile.total,retired_pages.pending,'
                     'clocks_event_reasons.active,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.max.sm',
                     '--format=csv,noheader,nounits']
     assert gpu.nvidia_smi_argv('/usr/bin/nvidia-smi', health=False)[1] == (
-        '--query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version')
+        '--query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version,serial')
     assert gpu.remap_argv('nvidia-smi')[1] == '--query-gpu=index,remapped_rows.pending,remapped_rows.failure'
 
 
@@ -72,7 +72,8 @@ def test_clock_event_reasons_are_decoded_in_bit_order():
 
 
 def test_the_remap_query_is_made_only_where_retired_pages_are_not_reported():
-    line = '0, NVIDIA H100, GPU-1, 9.0, 81559, 00000000:01:00.0, 580.82.07, Enabled, 5, 5, 16, 16, Enabled, 0, %s, 0x0, 35, 71.0, 700.0, 345, 1980'
+    line = ('0, NVIDIA H100, GPU-1, 9.0, 81559, 00000000:01:00.0, 580.82.07, 1650523019876, Enabled, 5, 5, 16, 16, Enabled, 0, %s, '
+            '0x0, 35, 71.0, 700.0, 345, 1980')
     dummy, answered = gpu.parse_query(line % 'No', health=True)
     dummy, remapping = gpu.parse_query(line % '[N/A]', health=True)
     assert not gpu.needs_remap_query(answered)
@@ -156,3 +157,59 @@ def test_cuda_driver_version_from_libcuda(monkeypatch):
 def test_empty_output_is_no_gpu():
     facts = gpu.facts_from_query('\n', '13.0')
     assert facts['present'] is False and facts['gpus'] == [] and facts['error'] == 'nvidia-smi listed no GPU'
+
+
+# The board serial number, read in the same query as the inventory (serial, after driver_version). The H200 of the
+# test machine answered 1654124044948 (driver 580.159.04); GeForce boards answer [N/A].
+SERIAL_LINE = '0, NVIDIA H200, GPU-e406cb23-9236-2ad4-6f65-0333fa24604b, 9.0, 143771, 00000000:00:06.0, 580.159.04, %s'
+SERIAL_HEALTH = ', Enabled, 5, 5, 16, 16, Enabled, 0, [N/A], 0x0, 31, 76.28, 700.00, 345, 1980'
+
+
+@pytest.mark.parametrize('text, serial', [
+    ('1654124044948', '1654124044948'),
+    # a string, never a number: the leading zero is kept
+    ('0324118012345', '0324118012345'),
+    ('[N/A]', None),
+    ('[Not Supported]', None),
+    ('N/A', None),
+])
+@pytest.mark.parametrize('health', [True, False], ids=['with_health', 'no_health_fallback'])
+def test_serial_is_a_string_or_null(text, serial, health):
+    line = SERIAL_LINE % text + (SERIAL_HEALTH if health else '')
+    driver, gpus = gpu.parse_query(line + '\n', health=health)
+    assert driver == '580.159.04'
+    assert gpus[0]['serial'] == serial
+    assert gpus[0]['pci_bus_id'] == '00000000:00:06.0' and ('health' in gpus[0]) is health
+    if health:
+        assert gpus[0]['health']['persistence_mode'] is True and gpus[0]['health']['clocks_max_sm_mhz'] == 1980
+
+
+def test_serial_is_read_after_a_name_with_commas():
+    line = '0, NVIDIA GB10, Grace, GPU-0a1b2c3d, 12.1, [N/A], 0000000F:01:00.0, 580.95.05, [N/A]'
+    dummy, gpus = gpu.parse_query(line, health=False)
+    assert gpus[0]['name'] == 'NVIDIA GB10, Grace' and gpus[0]['serial'] is None
+    assert gpus[0]['pci_bus_id'] == '0000000F:01:00.0'
+
+
+def test_a_row_without_the_serial_is_refused():
+    with pytest.raises(gpu.NvidiaSmiParseError) as info:
+        gpu.parse_gpu_line('0, NVIDIA H200, GPU-x, 9.0, 143771, 00000000:19:00.0, 580.159.04')
+    assert 'expected 8 comma-separated fields' in info.value.reason and 'driver_version,serial' in info.value.reason
+
+
+def test_serial_reaches_the_fleet_report_json(tmp_path):
+    import datetime
+    import json
+
+    from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report
+
+    out = '\n'.join([SERIAL_LINE % '0324118012345' + SERIAL_HEALTH,
+                     (SERIAL_LINE % '[N/A]' + SERIAL_HEALTH).replace('0, NVIDIA H200', '1, NVIDIA H200', 1)]) + '\n'
+    facts = gpu.facts_from_query(out, '13.0', health=True)
+    report = fleet_report.build_report({'mode': 'verify', 'hosts': ['gpu01'], 'results': [{'status': 'ok', 'gpu': facts}]},
+                                       now=datetime.datetime(2026, 3, 8, 12, 0, 0, tzinfo=datetime.timezone.utc))
+    paths = fleet_report.write_report(report, str(tmp_path))
+    with open(paths['json']) as handle:
+        written = json.load(handle)
+    rows = written['hosts'][0]['gpus']
+    assert [(row['index'], row['serial']) for row in rows] == [(0, '0324118012345'), (1, None)]
