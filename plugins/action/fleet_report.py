@@ -23,7 +23,7 @@ from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_record im
 ARGUMENT_SPEC = {
     "out_dir": {"type": "path", "required": True},
     "freeze_dir": {"type": "path"},
-    "mode": {"type": "str", "required": True, "choices": ["deploy", "verify", "rollback"]},
+    "mode": {"type": "str", "choices": ["deploy", "verify", "rollback"]},
     "hosts": {"type": "list", "elements": "str"},
     "result_var": {"type": "str", "default": "gpufleet_result"},
     "stage_var": {"type": "str", "default": "gpufleet_stage"},
@@ -32,6 +32,11 @@ ARGUMENT_SPEC = {
     "outliers_fail": {"type": "bool", "default": False},
     "inventory": {"type": "str"},
     "in_check_mode": {"type": "bool", "default": False},
+    # a slice of a sliced run writes its part; merge builds the run's report from all parts
+    "run_id": {"type": "str", "default": ""},
+    "part": {"type": "str", "default": ""},
+    "merge": {"type": "bool", "default": False},
+    "expect_parts": {"type": "int"},
 }
 
 
@@ -99,6 +104,14 @@ class ActionModule(ActionBase):
         if not 0 < ratio <= 1:
             raise AnsibleActionFail("fleet_report: outlier_ratio must be a number above 0 and at most 1 (got %r)" % ratio)
         writes = not self._task.check_mode or args["in_check_mode"]
+        out_dir = os.path.abspath(args["out_dir"])
+        if args["merge"]:
+            return self._merge(result, args, out_dir, writes)
+        if args["mode"] is None:
+            raise AnsibleActionFail("fleet_report: mode is required (deploy, verify or rollback), but with merge: true")
+        if bool(args["run_id"]) != bool(args["part"]):
+            raise AnsibleActionFail("fleet_report: a slice of a sliced run needs both gpufleet_run_id and gpufleet_report_part "
+                                    "(got run id %r, part %r)" % (args["run_id"], args["part"]))
         batch = task_vars.get("ansible_play_batch") or []
         if writes and len(batch) > 1 and not self._task.run_once:
             raise AnsibleActionFail("fleet_report: one report for the whole play: run the task with run_once: true "
@@ -128,7 +141,6 @@ class ActionModule(ActionBase):
             "outlier_ratio": ratio,
             "outliers_fail": args["outliers_fail"],
         }
-        out_dir = os.path.abspath(args["out_dir"])
         if not writes:
             # nothing written, but each host's end of the run is still the
             # report's to say (finish.yml reads it under --check too)
@@ -136,7 +148,30 @@ class ActionModule(ActionBase):
                           msg="check mode: the fleet report is written under --check only with in_check_mode: true")
             return result
         try:
-            result.update(fleet_report.publish(run, out_dir, args["freeze_dir"]))
+            if args["run_id"]:
+                result.update(fleet_report.write_part(run, out_dir, args["run_id"], args["part"], args["freeze_dir"]))
+            else:
+                result.update(fleet_report.publish(run, out_dir, args["freeze_dir"]))
+        except fleet_report.PartsError as exc:
+            raise AnsibleActionFail("fleet_report: %s" % exc) from exc
         except OSError as exc:
             raise AnsibleActionFail("fleet_report: cannot write the report under %s: %s" % (out_dir, exc)) from exc
+        return result
+
+    def _merge(self, result, args, out_dir, writes):
+        """The one report of a sliced run, from the parts its slices wrote."""
+        if not args["run_id"]:
+            raise AnsibleActionFail("fleet_report: merge needs gpufleet_run_id, the id every slice of the run was given")
+        try:
+            if not writes:
+                run = fleet_report.read_parts(out_dir, args["run_id"], args["expect_parts"])
+                result.update(skipped=True, changed=False, parts=run["parts"], hosts=len(run["hosts"]),
+                              msg="check mode: %d parts of run %s would be merged into one report under %s"
+                              % (len(run["parts"]), args["run_id"], out_dir))
+                return result
+            result.update(fleet_report.merge_parts(out_dir, args["run_id"], args["expect_parts"], args["freeze_dir"]))
+        except fleet_report.PartsError as exc:
+            raise AnsibleActionFail("fleet_report: %s" % exc) from exc
+        except OSError as exc:
+            raise AnsibleActionFail("fleet_report: cannot merge the parts under %s: %s" % (out_dir, exc)) from exc
         return result

@@ -52,8 +52,8 @@ options:
     description:
       - The playbook the report is of; recorded in the report, and in V(verify) a version that moved since the
         previous run (where no freeze is known) is drift.
+      - Required but with O(merge=true), where the parts say it.
     type: str
-    required: true
     choices: [deploy, verify, rollback]
   hosts:
     description:
@@ -102,6 +102,33 @@ options:
       - When false, the task is skipped in check mode and nothing is written.
     type: bool
     default: false
+  run_id:
+    description:
+      - With O(part), this play is one slice of a sliced run (an AWX / Automation Controller job template with job
+        slicing, or any runs over parts of an inventory). It writes its part to C(<out_dir>/parts/<run_id>/<part>.json)
+        instead of the fleet report, and each host's textfile metrics as usual; the host's end of the run (finish)
+        is judged against the fleet's previous report.
+      - With O(merge=true), the run whose parts are merged.
+      - 1-64 letters, digits, C(.), C(_) or C(-), starting with a letter or digit; the same for every slice of one run.
+    type: str
+    default: ""
+  part:
+    description:
+      - This slice's name within the run (for example the slice number), with O(run_id); each slice its own.
+    type: str
+    default: ""
+  merge:
+    description:
+      - Build the one fleet report of run O(run_id) from all its parts, as if it had been one run - outliers against the
+        whole fleet's medians, drift against the fleet's previous report and freezes - and write it (history, JSON,
+        Markdown, HTML, Prometheus). Reads no host. A host in two parts, parts of different playbooks or outlier
+        settings, or fewer parts than O(expect_parts) are refused, naming them.
+    type: bool
+    default: false
+  expect_parts:
+    description:
+      - With O(merge=true), the number of parts the run must have (the job template's slice count).
+    type: int
 attributes:
   action:
     description: Implemented by an action plugin that runs on the controller.
@@ -134,6 +161,13 @@ EXAMPLES = r'''
     msg: "{{ report.summary }}: {{ report.paths.html }}"
   run_once: true
   when: report is not skipped
+
+- name: The one report of a run sliced in 4 (playbooks/merge.yml)
+  gpufleet.inference.fleet_report:
+    out_dir: /srv/gpufleet/reports
+    merge: true
+    run_id: "{{ gpufleet_run_id }}"
+    expect_parts: 4
 '''
 
 RETURN = r'''
@@ -179,7 +213,9 @@ finish:
   type: dict
   sample: {"gpu02": {"status": "failed", "fail": true, "msg": "gpu02: failed in verify: ...", "textfile": true}}
 paths:
-  description: The files written - C(json), C(md), C(html), C(prom) and C(textfile_dir), the directory of the per-host files.
+  description:
+    - The files written - C(json), C(md), C(html), C(prom) and C(textfile_dir), the directory of the per-host files.
+    - A slice of a sliced run (O(run_id), O(part)) - C(part), the part it wrote, and C(textfile_dir).
   returned: success
   type: dict
   sample:
@@ -188,4 +224,11 @@ paths:
     html: /srv/gpufleet/reports/fleet-report.html
     prom: /srv/gpufleet/reports/fleet-report.prom
     textfile_dir: /srv/gpufleet/reports/textfile
+    part: /srv/gpufleet/reports/parts/run-4711/1.json
+parts:
+  description: With O(merge=true), the names of the parts merged.
+  returned: with O(merge=true)
+  type: list
+  elements: str
+  sample: ["1", "2", "3", "4"]
 '''

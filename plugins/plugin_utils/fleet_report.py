@@ -26,6 +26,7 @@ import tempfile
 from ansible_collections.gpufleet.inference.plugins.module_utils import xid as xids
 from ansible_collections.gpufleet.inference.plugins.module_utils.freeze import canonical_name, parse_freeze
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import part_name_error
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_trend
 
 REPORT_BASENAME = "fleet-report"
@@ -1057,3 +1058,101 @@ def publish(run, out_dir, freeze_dir=None, now=None):
     report = build_report(run, previous, freeze_dirs(out_dir, freeze_dir), now=now,
                           history_dir=os.path.join(out_dir, report_trend.HISTORY_DIRNAME))
     return outcome(report, previous, write_report(report, out_dir))
+
+
+# Sliced runs (an AWX / Automation Controller job template with job slicing:
+# N separate ansible-playbook runs over 1/N of the inventory each): each slice
+# writes its part of the run under <out_dir>/parts/<run_id>/<part>.json, and
+# merge_parts() builds the one fleet report of the run from all of them, so
+# that outliers are judged against the whole fleet's medians and drift
+# against the fleet's baselines (the previous merged report, the freezes).
+PARTS_DIRNAME = "parts"
+
+
+class PartsError(ValueError):
+    """The parts of a run cannot be merged (the message names what is wrong)."""
+
+
+def write_part(run, out_dir, run_id, part, freeze_dir=None, now=None):
+    """A slice's part of the run: the run's record of its hosts, for
+    merge_parts(). The fleet report itself is not written (the merge writes
+    it); each host's textfile metrics are, from the slice judged against the
+    fleet's previous report, so that its end of the run (finish) stands as
+    without slicing. Returns outcome()'s keys with changed False."""
+    for name, value in (("gpufleet_run_id", run_id), ("gpufleet_report_part", part)):
+        error = part_name_error(name, value)
+        if error:
+            raise PartsError(error)
+    out_dir = os.path.abspath(out_dir)
+    folder = os.path.join(out_dir, PARTS_DIRNAME, run_id)
+    os.makedirs(folder, exist_ok=True)
+    previous = load_previous(out_dir)
+    report = build_report(run, previous, freeze_dirs(out_dir, freeze_dir), now=now)
+    record = dict(run, part=part, run_id=run_id, written=report["generated"])
+    path = os.path.join(folder, "%s.json" % part)
+    _atomic_write(path, json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+    hosts_dir = os.path.join(out_dir, "textfile")
+    os.makedirs(hosts_dir, exist_ok=True)
+    for row in report["hosts"]:
+        _atomic_write(os.path.join(hosts_dir, "%s.prom" % row["host"]), textfile.render(report, [row["host"]]))
+    result = outcome(report, previous, {"part": path, "textfile_dir": hosts_dir})
+    result.update(changed=False, summary="part %s of run %s: %s" % (part, run_id, summary_line(report)))
+    return result
+
+
+def read_parts(out_dir, run_id, expect_parts=None):
+    """The run of all parts of run_id, as one: hosts, results and stages
+    concatenated. Refused, naming what is wrong: no part, fewer parts than
+    expect_parts, a host in two parts, parts of different playbooks or
+    outlier settings, a part that is not a part."""
+    error = part_name_error("gpufleet_run_id", run_id)
+    if error:
+        raise PartsError(error)
+    folder = os.path.join(os.path.abspath(out_dir), PARTS_DIRNAME, run_id)
+    names = sorted(f for f in os.listdir(folder) if f.endswith(".json")) if os.path.isdir(folder) else []
+    if not names:
+        raise PartsError("gpufleet_run_id: no part of run %r under %s (each slice writes one with gpufleet_run_id and "
+                         "gpufleet_report_part)" % (run_id, folder))
+    if expect_parts is not None and len(names) != expect_parts:
+        raise PartsError("gpufleet_report_parts: expected %d parts of run %r, found %d (%s)"
+                         % (expect_parts, run_id, len(names), ", ".join(n[:-5] for n in names)))
+    merged, seen = None, {}
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                part = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise PartsError("part %s of run %r cannot be read: %s" % (name, run_id, exc)) from exc
+        if not isinstance(part, dict) or not isinstance(part.get("hosts"), list):
+            raise PartsError("part %s of run %r is not a part of a fleet run" % (name, run_id))
+        if merged is None:
+            merged = {k: part.get(k) for k in ("mode", "playbook", "inventory", "outlier_ratio", "outliers_fail")}
+            merged.update(hosts=[], results=[], stages=[], parts=[])
+        for key in ("mode", "outlier_ratio", "outliers_fail"):
+            if part.get(key) != merged[key]:
+                raise PartsError("parts of run %r differ in %s: %r in %s, %r in %s"
+                                 % (run_id, key, merged[key], names[0], part.get(key), name))
+        results = list(part.get("results") or [])
+        stages = list(part.get("stages") or [])
+        for i, host in enumerate(part["hosts"]):
+            if host in seen:
+                raise PartsError("host %s is in two parts of run %r: %s and %s (each slice must have its own hosts)"
+                                 % (host, run_id, seen[host], name))
+            seen[host] = name
+            merged["hosts"].append(host)
+            merged["results"].append(results[i] if i < len(results) else None)
+            merged["stages"].append(stages[i] if i < len(stages) else "")
+        merged["parts"].append(part.get("part") or name[:-5])
+        if part.get("inventory") and part.get("inventory") != merged.get("inventory"):
+            merged["inventory"] = ",".join(x for x in (merged.get("inventory"), part["inventory"]) if x)
+    return merged
+
+
+def merge_parts(out_dir, run_id, expect_parts=None, freeze_dir=None, now=None):
+    """The one fleet report of a sliced run, from its parts: written like any
+    run's (history, renderings, the fleet's and each host's metrics), judged
+    against the previous report; returns outcome() with the parts merged."""
+    run = read_parts(out_dir, run_id, expect_parts)
+    result = publish(run, out_dir, freeze_dir, now=now)
+    result["parts"] = run["parts"]
+    return result

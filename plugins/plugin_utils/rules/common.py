@@ -328,3 +328,14 @@ def passes_type(value, kind):
     except (TypeError, ValueError):
         return False
     return True
+
+
+_PART_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def part_name_error(name, value):
+    """'' or why value is not a sliced run's id or part name (a folder or file name on the controller)."""
+    if isinstance(value, str) and _PART_NAME_RE.match(value):
+        return ""
+    return ("%s must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (got %r)"
+            % (name, value))

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
-    expect_errors, is_list, number, show, tolerance_errors)
+    expect_errors, is_list, number, part_name_error, show, tolerance_errors)
 
 # absolute or under ~/, no whitespace, not ending in /
 LINK_RE = re.compile(r"^(/|~/)\S*[^/\s]$")
@@ -49,10 +49,22 @@ def host_pattern_errors(values):
                show(values.get("fleet_inventory_size", 0)), (" in the groups " + ", ".join(groups)) if groups else "")]
 
 
+def slice_errors(values):
+    """A sliced run: gpufleet_run_id and gpufleet_report_part, both or neither, each a plain name."""
+    run_id, part = values.get("gpufleet_run_id", ""), values.get("gpufleet_report_part", "")
+    if run_id in (None, "") and part in (None, ""):
+        return []
+    if run_id in (None, "") or part in (None, ""):
+        return ["gpufleet_run_id and gpufleet_report_part go together: a slice of a sliced run needs both (got %r and %r)"
+                % (run_id, part)]
+    return [e for e in (part_name_error("gpufleet_run_id", run_id), part_name_error("gpufleet_report_part", part)) if e]
+
+
 def fleet_hosts(values):
     """On the controller before a fleet play (entry point hosts): the host pattern, then the play keywords."""
     return host_pattern_errors(values) + play_keyword_errors(values.get("gpufleet_serial", "100%"),
-                                                             values.get("gpufleet_max_fail_percentage", 100))
+                                                             values.get("gpufleet_max_fail_percentage", 100)) + \
+        slice_errors(values)
 
 
 def hook_errors(hook, name):
@@ -91,6 +103,7 @@ def fleet_validate(values):
     """The playbooks' inputs (the fleet role's entry point validate); the play
     keywords again, for runs under --limit, where the hosts check is skipped."""
     errors = play_keyword_errors(values.get("gpufleet_serial", "100%"), values.get("gpufleet_max_fail_percentage", 100))
+    errors += slice_errors(values)
     link = values.get("gpufleet_venv_link")
     if isinstance(link, str) and not LINK_RE.match(link):
         errors.append("gpufleet_venv_link must be an absolute or ~/ path without spaces, not ending in / (got '%s')"
