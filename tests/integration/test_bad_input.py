@@ -16,7 +16,9 @@ run's inventory gives each host its case's values as host variables, and each
 host's report row and snapshot are its own case's (a failure stays
 attributable to its case). The cases refused on the controller before the
 hosts' play (a host pattern, the play keywords, an empty inventory) run one
-per run, with -e. Each parametrized test then checks its own case.
+per run, with -e, side by side. A run is made when the first of its cases is
+tested, so each test's time is that of its own run (not the whole module's in
+the first test's set-up), and `-k CASE` runs only the run that holds CASE.
 """
 import collections
 import concurrent.futures
@@ -347,6 +349,41 @@ def batches(cases):
     return runs
 
 
+class Outcomes:
+    """The runs of the module, each made when one of its cases is first asked
+    for: the cases of ALONE in one go (side by side, as they reach no host or
+    one host each), each batch of batches() in its own run."""
+
+    def __init__(self, ctx, before):
+        self.ctx, self.before, self.results = ctx, before, {}
+        self.group = {}  # case id -> the run that gives its outcome
+        alone = [c for c in CASES if c.limit] + [c for c in CASES if c.id in NO_HOSTS]
+        assert len([c for c in alone if c.limit]) <= len(HOSTS)
+        for c in alone:
+            self.group[c.id] = ("alone", alone)
+        for number, batch in enumerate(batches([c for c in CASES if c.id not in ALONE])):
+            for dummy, c in batch:
+                self.group[c.id] = (number, batch)
+
+    def __getitem__(self, case_id):
+        if case_id not in self.results:
+            key, cases = self.group[case_id]
+            if key == "alone":
+                self.results.update(self.run_alone(cases))
+            else:
+                self.results.update(run_batch(self.ctx, key, cases))
+        return self.results[case_id]
+
+    def run_alone(self, alone):
+        # refused on the controller: reach no host, so three at once; those
+        # under --limit reach their host, one to a host (they run side by side;
+        # the others only read the hosts)
+        with concurrent.futures.ThreadPoolExecutor(len(HOSTS)) as pool:
+            return dict(zip([c.id for c in alone], pool.map(
+                lambda ic: (HOSTS[ic[0] % len(HOSTS)], run_case(self.ctx, ic[1], HOSTS[ic[0] % len(HOSTS)])),
+                enumerate(alone))))
+
+
 @pytest.fixture(scope="module", name="outcomes")
 def outcomes_fixture(sandbox, tmp_path_factory):
     inventory = sandbox(len(HOSTS))
@@ -364,21 +401,10 @@ def outcomes_fixture(sandbox, tmp_path_factory):
            "inventories": {"sandbox": inventory, "empty": empty}}
     with concurrent.futures.ThreadPoolExecutor(len(HOSTS)) as pool:
         before = dict(zip(HOSTS, pool.map(lambda h: ssh(ctx, h, PREPARE + SNAPSHOT), HOSTS)))
-        for host, snap in before.items():
-            # the snapshot sees the previous state it must protect
-            assert "gpufleet-bad-input-marker==1.0" in snap and "gpufleet-test.conf" in snap, snap
-        # refused on the controller: reach no host, so three at once
-        # and those under --limit, which reach their host: first, one to a host
-        # (they run side by side; the others only read the hosts)
-        limited = [c for c in CASES if c.limit]
-        assert len(limited) <= len(HOSTS)
-        alone = limited + [c for c in CASES if c.id in NO_HOSTS]
-        results = dict(zip([c.id for c in alone], pool.map(
-            lambda ic: (HOSTS[ic[0] % len(HOSTS)], run_case(ctx, ic[1], HOSTS[ic[0] % len(HOSTS)])),
-            enumerate(alone))))
-    for number, batch in enumerate(batches([c for c in CASES if c.id not in ALONE])):
-        results.update(run_batch(ctx, number, batch))
-    yield {"before": before, "results": results}
+    for host, snap in before.items():
+        # the snapshot sees the previous state it must protect
+        assert "gpufleet-bad-input-marker==1.0" in snap and "gpufleet-test.conf" in snap, snap
+    yield Outcomes(ctx, before)
     with concurrent.futures.ThreadPoolExecutor(len(HOSTS)) as pool:
         list(pool.map(lambda h: ssh(ctx, h, CLEANUP), HOSTS))
 
@@ -387,7 +413,7 @@ def outcomes_fixture(sandbox, tmp_path_factory):
     pytest.param(c, id=c.id, marks=[pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else [])
     for c in CASES])
 def test_bad_input_is_refused_before_any_change(outcomes, c):
-    host, o = outcomes["results"][c.id]
+    host, o = outcomes[c.id]
     assert o.rc != 0, o.out[-4000:]
     if c.id in NO_HOSTS:
         message = o.out
@@ -400,7 +426,7 @@ def test_bad_input_is_refused_before_any_change(outcomes, c):
     assert "s3cret" not in o.out
     missing = [w for w in c.words if " ".join(w.split()) not in message]
     assert not missing, "%s not in the failure message: %s" % (missing, message[-3000:])
-    before = outcomes["before"][host]
+    before = outcomes.before[host]
     assert o.after == before, "%s changed:\n%s" % (host, "\n".join(
         difflib.unified_diff(before.splitlines(), o.after.splitlines(), "before", "after", lineterm="")))
 

@@ -9,10 +9,11 @@ import json
 import os
 import re
 import shutil
+import subprocess
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, base_env, venv_bin
 from sgl_kernel_helpers import (CACHE, DEPLOY, PREPARE, WHEEL_CACHE, build_lines, collect, fixture_repo, host_wheels,
                                 run_playbook)
 
@@ -20,13 +21,38 @@ HOSTS = ["sbx1", "sbx2", "sbx3"]
 ARTIFACTS = os.path.join(CACHE, "fleet-artifacts")
 
 
+# The test venv's torch from what a deploy left on every host (uv and the
+# wheelhouse with the same torch and build requirements): uv links it from its
+# cache in seconds, where prepare_venv.yml pushes 220 MB of wheels to each host
+# and pip unpacks and compiles torch there (about 100 s of CPU for three hosts).
+# On hosts no deploy reached (this module alone on a new sandbox), the script
+# stops before any change and prepare_venv.yml does it.
+HOST_WHEELHOUSE = "~/.cache/gpufleet/wheelhouse"
+FROM_THE_DEPLOY = """set -eu
+uv=/opt/gpufleet/uv/bin/uv
+test -x "$uv" && ls {wheels}/torch-2.13.0+cpu-*.whl {wheels}/scikit_build_core-0.11.6-*.whl >/dev/null || exit 3
+test -x ~/sgl-kernel-test-env/bin/python || python3 -m venv ~/sgl-kernel-test-env
+"$uv" pip install -q --python ~/sgl-kernel-test-env/bin/python --no-index --find-links {wheels} torch==2.13.0+cpu
+""".format(wheels=HOST_WHEELHOUSE)
+
+
+def prepare(inventory):
+    """torch 2.13.0 CPU in ~/sgl-kernel-test-env on every host; the folder on the
+    hosts that has the build requirements (sgl_kernel_pip_args)."""
+    proc = subprocess.run([venv_bin("ansible"), "-i", str(inventory), ",".join(HOSTS), "-m", "ansible.builtin.shell",
+                           "-a", FROM_THE_DEPLOY], cwd=ROOT, env=base_env(), capture_output=True, text=True,
+                          timeout=600, check=False)
+    if proc.returncode == 0:
+        return HOST_WHEELHOUSE
+    r = run_playbook(PREPARE, inventory, limit=",".join(HOSTS), env={"SGL_KERNEL_TEST_WHEELS": host_wheels()})
+    assert r.rc == 0, r.out[-4000:]
+    return "~/.cache/gpufleet/sgl-kernel-test-wheels"
+
+
 @pytest.fixture(scope="module")
 def fleet(sandbox, tmp_path_factory):
     inventory = sandbox(3)
-    wheels = host_wheels()
-    r = run_playbook(PREPARE, inventory, limit=",".join(HOSTS),
-                     env={"SGL_KERNEL_TEST_WHEELS": wheels})
-    assert r.rc == 0, r.out[-4000:]
+    build_requirements = prepare(inventory)
     # a clean slate: no artifact cache, no work folder, no marker, no installed wheel
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     r = run_playbook(os.path.join(ROOT, "roles", "sgl_kernel", "tests", "reset.yml"), inventory,
@@ -41,7 +67,7 @@ def fleet(sandbox, tmp_path_factory):
         "sgl_kernel_venv": "~/sgl-kernel-test-env",
         "sgl_kernel_cuda": False,
         "sgl_kernel_artifact_dir": ARTIFACTS,
-        "sgl_kernel_pip_args": ["--no-index", "--find-links", "~/.cache/gpufleet/sgl-kernel-test-wheels"],
+        "sgl_kernel_pip_args": ["--no-index", "--find-links", build_requirements],
         "sgl_kernel_poll_interval": 3,
         # what these tests check is the build's orchestration (one build for
         # three hosts, a new key rebuilds once): the fixture's scale_add op
