@@ -15,7 +15,7 @@ WHEELHOUSE := $(CURDIR)/.cache/wheelhouse
 TEST_TORCH ?= torch==2.13.0
 
 .PHONY: help bootstrap bootstrap-dev lock test-hosts wheelhouse sandbox-up sandbox-down deploy verify \
-        test test-quick lint sanity unit molecule integration build clean
+        test test-quick lint sanity unit molecule integration build clean ee
 
 help:
 	@echo "make deploy        bring up the sandbox fleet and run playbooks/deploy.yml on it"
@@ -25,6 +25,7 @@ help:
 	@echo "make sandbox-up SANDBOX_HOSTS=3 / make sandbox-down"
 	@echo "make bootstrap     controller venv (.venv) with what running the collection needs"
 	@echo "make bootstrap-dev and what developing it needs (make test installs both)"
+	@echo "make ee            the execution environment image (localhost/gpufleet-ee:<version>) for AWX and ansible-runner"
 
 # What running the collection needs (requirements/controller.txt); the
 # targets that develop and test it add requirements/dev.txt (bootstrap-dev).
@@ -70,6 +71,9 @@ $(WHEELHOUSE)/.stamp: tests/fixtures/wheels/build_wheels.py
 	    scikit-build-core==0.11.6 cmake==3.31.10 ninja==1.13.0 wheel==0.45.1
 	$(PYTHON) tests/fixtures/wheels/build_wheels.py $(WHEELHOUSE) >/dev/null
 	@touch $@
+
+ee: bootstrap-dev test-hosts
+	@scripts/ee.sh
 
 sandbox-up: bootstrap test-hosts
 	@$(VENV)/bin/python scripts/sandbox.py up --hosts $(SANDBOX_HOSTS)

@@ -18,6 +18,13 @@ Python that has ansible-core and ansible-runner:
 
     cd ~/fleet && python ~/.ansible/collections/ansible_collections/gpufleet/inference/tools/fleet_verify.py -i inventory
 
+In the execution environment image (`make ee`), as AWX runs it: ansible-runner
+starts ansible-playbook in a container of IMAGE, with the working directory,
+the inventories, the report folder and the ansible.cfg in use mounted at
+their own paths; the collection is the image's own copy:
+
+    .venv/bin/python tools/fleet_verify.py --ee localhost/gpufleet-ee:0.1.0 -i inventories/cluster
+
 Exit status: 0 every host verified and unchanged; 1 a host failed, drifted,
 was busy in a full run, was unreachable or was not run; 2 the run itself broke (bad inventory, no
 report written).
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -115,7 +123,58 @@ def parse_args(argv):
     p.add_argument("--check", action="store_true", help="run under --check (verify.yml is read-only either way)")
     p.add_argument("--json", action="store_true", help="print the report's JSON summary instead of the table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    return p.parse_args(argv)
+    p.add_argument("--ee", metavar="IMAGE",
+                   help="run ansible-playbook in this execution environment image (ansible-runner's container mode)")
+    p.add_argument("--ee-engine", default="podman", help="the container engine for --ee (default podman)")
+    p.add_argument("--ee-option", action="append", default=[], metavar="OPTION",
+                   help="an option for the engine's run, e.g. --ee-option=--network=host (repeatable)")
+    p.add_argument("--ee-mount", action="append", default=[], metavar="PATH",
+                   help="one more host path the container sees at the same path, e.g. the ssh key's folder (repeatable)")
+    args = p.parse_args(argv)
+    if (args.ee_option or args.ee_mount) and not args.ee:
+        p.error("--ee-option and --ee-mount need --ee IMAGE")
+    return args
+
+
+# Where ansible-builder installs the collections of an execution environment.
+EE_COLLECTIONS_PATH = "/usr/share/ansible/collections"
+
+
+def ee_user_options(engine, uid=None):
+    """Run the container as this user, who owns the working directory, the
+    report folder and the ssh key (an ansible-builder image runs as uid 1000
+    otherwise): rootful podman and docker take the uid; rootless podman maps
+    this user into the container with keep-id."""
+    uid = os.getuid() if uid is None else uid
+    if "podman" in os.path.basename(engine) and uid != 0:
+        return ["--userns=keep-id"]
+    return ["--user=%d" % uid]
+
+
+def ee_settings(args, envvars, paths):
+    """ansible-runner's container-mode arguments for --ee: the working
+    directory (its ansible.cfg, relative paths) mounted as the container's,
+    and every other path the run reads or writes at its own path. The image's
+    collection is used, whatever a mounted ansible.cfg's collections_path says."""
+    cwd = os.getcwd()
+    mounts = []
+    for path in [p for p in paths if p] + [os.path.abspath(os.path.expanduser(m)) for m in args.ee_mount]:
+        if not os.path.exists(path):
+            raise SystemExit("fleet_verify: --ee: %s does not exist" % path)
+        path = os.path.realpath(path)
+        if path != cwd and not path.startswith(cwd + os.sep) and not any(
+                path == m or path.startswith(m + os.sep) for m in mounts):
+            mounts.append(path)
+    ee_env = {"ANSIBLE_FORCE_COLOR": "false", "ANSIBLE_COLLECTIONS_PATH": EE_COLLECTIONS_PATH}
+    options = list(args.ee_option)
+    if not any(o.split("=")[0] in ("--user", "-u", "--userns") for o in options):
+        options = ee_user_options(args.ee_engine) + options
+    if envvars.get("ANSIBLE_CONFIG"):
+        ee_env["ANSIBLE_CONFIG"] = envvars["ANSIBLE_CONFIG"]
+    return dict(process_isolation=True, process_isolation_executable=args.ee_engine, container_image=args.ee,
+                container_options=options or None, host_cwd=cwd, project_dir=cwd,
+                container_volume_mounts=["%s:%s:Z" % (m, m) for m in mounts] or None,
+                playbook="gpufleet.inference.verify", envvars=ee_env)
 
 
 def extra_vars(args):
@@ -194,6 +253,18 @@ def run(args, out=sys.stdout, err=sys.stderr):
             kwargs["limit"] = args.limit
         if args.forks:
             kwargs["forks"] = args.forks
+        if args.ee:
+            report_dir = os.path.abspath(args.report_dir)
+            os.makedirs(report_dir, exist_ok=True)
+            kwargs.update(ee_settings(args, envvars, [report_dir] + [os.path.dirname(i) for i in inventories]
+                                      + [os.path.dirname(envvars.get("ANSIBLE_CONFIG") or "")]))
+            # In a container, ansible-runner reads the inventory of its private
+            # folder (/runner/inventory, as AWX fills it): left empty, and the
+            # inventories given on the command line, at their own paths.
+            os.mkdir(os.path.join(private, "inventory"))
+            del kwargs["inventory"]
+            given = ["-i %s" % shlex.quote(i) for i in inventories]
+            kwargs["cmdline"] = " ".join(given + cmdline[2 * (len(inventories) - 1):])
         old_path = os.environ.get("PATH", "")
         os.environ["PATH"] = envvars["PATH"]
         try:

@@ -4,7 +4,8 @@ torch 2.13.0 CPU and the fixture flashinfer wheels from the wheelhouse, the
 fixture extension as sgl_kernel.
 
 The tests run in order on one fleet: deploy from nothing, a no-op re-deploy,
-drift on one host, a failed verification that must leave the previous venv
+the same no-op deploy and a verification from the execution environment image,
+a verification as three slices merged into one report, drift on one host, a failed verification that must leave the previous venv
 active, rollback, a host stopped in the middle of a run, and a build whose kernels
 are wrong, caught by the kernel checks and never activated."""
 import base64
@@ -152,6 +153,107 @@ def test_second_deploy_changes_nothing(fleet):
     assert "TASK [gpufleet.inference.fleet : Host lock | Take the host lock]" in out
     assert all(stats[h]["changed"] == 0 for h in HOSTS), stats
     assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
+
+
+def test_the_execution_environment_runs_a_no_op_deploy_and_verify(fleet):
+    """The execution environment image (scripts/ee.sh: ansible-builder and
+    podman on the project's own Debian 12 image) holds the pinned ansible-core,
+    ansible-runner and this collection, and runs the playbooks as AWX would:
+    deploy.yml by its FQCN in a container (the image's copy of the collection,
+    none of the checkout's) takes every host's fast path and changes nothing,
+    and fleet_verify.py --ee runs verify.yml through ansible-runner's
+    container mode."""
+    proc = subprocess.run([os.path.join(ROOT, "scripts", "ee.sh")], cwd=ROOT, env=base_env(), capture_output=True,
+                          text=True, timeout=1200, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    image = proc.stdout.strip().splitlines()[-1]
+    # what the image holds, at the pins
+    probe = subprocess.run(["podman", "run", "--rm", image, "sh", "-c",
+                            "ansible --version | head -1; ansible-runner --version; "
+                            "ansible-galaxy collection list gpufleet.inference --format json"],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    lines = probe.stdout.splitlines()
+    assert "core 2.19.14" in lines[0] and lines[1].strip() == "2.4.3", lines[:2]
+    listed = json.loads("\n".join(lines[2:]))
+    assert listed == {"/usr/share/ansible/collections/ansible_collections": {
+        "gpufleet.inference": {"version": "0.1.0"}}}, listed
+    # the sandbox inventory's paths into the checkout (relative to playbook_dir,
+    # which is the image's collection here) as the checkout's run had them; an
+    # input given only here would change the deploy key, and the run would
+    # walk the whole chain
+    checkout = {"gpufleet_wheelhouse": os.path.join(ROOT, ".cache", "wheelhouse"),
+                "sgl_kernel_local_dir": os.path.join(ROOT, "tests", "fixtures"),
+                "gpufleet_report_dir": fleet["reports"]}
+    # the sandbox's ssh ports are on the controller's loopback: the host's network
+    # as this user, who owns the checkout (the image's own user is uid 1000)
+    user = "--user=0" if os.getuid() == 0 else "--userns=keep-id"
+    run = subprocess.run(["podman", "run", "--rm", user, "--network=host", "-v", "%s:%s:Z" % (ROOT, ROOT),
+                          "-v", "%s:%s:Z" % (fleet["reports"], fleet["reports"]), "-w", ROOT,
+                          "-e", "ANSIBLE_CONFIG=" + os.path.join(ROOT, "ansible.cfg"),
+                          "-e", "ANSIBLE_COLLECTIONS_PATH=/usr/share/ansible/collections",
+                          image, "ansible-playbook", "-i", str(fleet["inventory"]), "gpufleet.inference.deploy",
+                          "-e", json.dumps(checkout)],
+                         capture_output=True, text=True, timeout=1200, check=False)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-6000:]
+    stats = parse_recap(out)
+    assert all(stats[h]["changed"] == 0 and stats[h]["failed"] == 0 for h in HOSTS), (stats, changed_tasks(out))
+    # the same code and inputs as the checkout's last deploy: the fast path on every host
+    assert fast_path_hosts(fleet) == set(HOSTS)
+    assert readlinks(fleet["inventory"]) == fleet["state"]["first_venv"]
+    proc = subprocess.run([sys.executable, FLEET_VERIFY, "--ee", image, "--ee-option=--network=host",
+                           "-i", str(fleet["inventory"]), "--report-dir", fleet["reports"], "--json", "-q",
+                           "-e", json.dumps(checkout)],
+                          cwd=ROOT, env=base_env(), capture_output=True, text=True, timeout=1200, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["healthy"] and summary["runner"] == {"status": "successful", "rc": 0}, summary
+    assert {h: summary["hosts"][h]["status"] for h in HOSTS} == dict.fromkeys(HOSTS, "ok"), summary
+
+
+def sliced_view(report_dir):
+    with open(os.path.join(report_dir, "fleet-report.json"), encoding="utf-8") as fh:
+        data = json.load(fh)
+    return data["counts"], {r["host"]: (r["status"], r["drift"], r["freeze_diff"], r["expectation_failures"],
+                                        [g["outliers"] for g in r["gpus"]]) for r in data["hosts"]}
+
+
+def test_three_slices_side_by_side_merge_into_the_report_of_the_whole_run(fleet, tmp_path):
+    """As AWX runs a sliced job template: verify.yml as three runs at once,
+    one host each, with one run id, then merge.yml. With sbx3's torch changed
+    by hand, the merged report has the statuses, drift (against the same
+    baselines) and failures of the same fleet verified in one run."""
+    whole, sliced = str(tmp_path / "whole"), str(tmp_path / "sliced")
+    for folder in (whole, sliced):  # the same history and freezes to judge drift against
+        shutil.copytree(fleet["reports"], folder)
+    inv = fleet["inventory"]
+    shell(inv, "sbx3", "sed -i \"s/^__version__ = .*/__version__ = '2.13.1+cpu'/\" %s/torch/version.py && "
+                       "sed -i 's/^Version: 2.13.0+cpu$/Version: 2.13.1+cpu/' %s/torch-2.13.0+cpu.dist-info/METADATA"
+          % (SITE, SITE))
+    try:
+        rc, out, dummy = play(fleet, VERIFY, extra={"gpufleet_report_dir": whole})
+        assert rc != 0 and "sbx3" in out, out[-4000:]
+        argv = [[venv_bin("ansible-playbook"), "-i", str(inv), VERIFY, "--limit", host, "-e", json.dumps(
+            {"gpufleet_report_dir": sliced, "gpufleet_run_id": "awx-17", "gpufleet_report_part": str(number)})]
+            for number, host in enumerate(HOSTS, 1)]
+        procs = [subprocess.Popen(a, cwd=ROOT, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True) for a in argv]
+        outs = [p.communicate(timeout=900)[0] for p in procs]
+        # each slice fails or passes its own host, as a run without slicing
+        assert [p.returncode == 0 for p in procs] == [True, True, False], [o[-3000:] for o in outs]
+    finally:
+        shell(inv, "sbx3", "sed -i \"s/^__version__ = .*/__version__ = '2.13.0+cpu'/\" %s/torch/version.py && "
+                           "sed -i 's/^Version: 2.13.1+cpu$/Version: 2.13.0+cpu/' %s/torch-2.13.0+cpu.dist-info/METADATA"
+              % (SITE, SITE))
+    assert sorted(os.listdir(os.path.join(sliced, "parts", "awx-17"))) == ["1.json", "2.json", "3.json"]
+    rc, out, dummy = play(fleet, os.path.join(ROOT, "playbooks", "merge.yml"), inventory="localhost,",
+                          extra={"gpufleet_report_dir": sliced, "gpufleet_run_id": "awx-17", "gpufleet_report_parts": 3})
+    assert rc == 0 and "fleet report of run awx-17 (3 parts), 3 hosts" in out, out[-4000:]
+    counts, view = sliced_view(sliced)
+    assert (counts, view) == sliced_view(whole)
+    assert view["sbx3"][0] == "failed" and view["sbx1"][0] == view["sbx2"][0] == "ok", view
+    assert {"name": "torch", "old": "2.13.0+cpu", "new": "2.13.1+cpu"} in view["sbx3"][2], view["sbx3"]
 
 
 def test_a_bad_textfile_dir_is_refused_on_the_fast_path_too(fleet):

@@ -29,3 +29,44 @@ def test_extra_vars_keep_json_and_key_value_and_refuse_anything_else():
     assert out["gpufleet_drain_hook"] == ["scontrol", "x"] and out["a"] == "b" and out["gpufleet_verify_smoke"] is False
     with pytest.raises(SystemExit):
         fleet_verify.extra_vars(fleet_verify.parse_args(["-i", "inv", "-e", "nonsense"]))
+
+
+def test_ee_options_need_an_image(capsys):
+    with pytest.raises(SystemExit):
+        fleet_verify.parse_args(["-i", "inv", "--ee-option=--network=host"])
+    assert "--ee-option and --ee-mount need --ee IMAGE" in capsys.readouterr().err
+
+
+def test_ee_mounts_what_lies_outside_the_working_directory_once(tmp_path, monkeypatch):
+    work, reports, keys = tmp_path / "fleet", tmp_path / "reports", tmp_path / "keys"
+    for d in (work, work / "inventory", reports, reports / "sub", keys):
+        d.mkdir()
+    monkeypatch.chdir(work)
+    args = fleet_verify.parse_args(["-i", "inventory", "--ee", "localhost/gpufleet-ee:0.1.0",
+                                    "--ee-option=--network=host", "--ee-mount", str(keys)])
+    settings = fleet_verify.ee_settings(args, {"ANSIBLE_CONFIG": str(work / "ansible.cfg"), "PATH": "/venv/bin"},
+                                        [str(reports), str(reports / "sub"), str(work / "inventory"), str(work)])
+    # the working directory is the container's (host_cwd); the rest at its own path, a folder inside a mount once
+    assert settings["host_cwd"] == str(work) and settings["project_dir"] == str(work)
+    assert settings["container_volume_mounts"] == ["%s:%s:Z" % (reports, reports), "%s:%s:Z" % (keys, keys)]
+    assert settings["container_image"] == "localhost/gpufleet-ee:0.1.0" and settings["process_isolation"] is True
+    assert settings["container_options"] == fleet_verify.ee_user_options("podman") + ["--network=host"]
+    assert settings["playbook"] == "gpufleet.inference.verify"
+    # the image's collection, never a path of the controller's venv
+    assert settings["envvars"] == {"ANSIBLE_FORCE_COLOR": "false", "ANSIBLE_CONFIG": str(work / "ansible.cfg"),
+                                   "ANSIBLE_COLLECTIONS_PATH": "/usr/share/ansible/collections"}
+
+
+def test_ee_refuses_a_path_that_does_not_exist(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = fleet_verify.parse_args(["-i", "inv", "--ee", "img", "--ee-mount", str(tmp_path / "nowhere")])
+    with pytest.raises(SystemExit, match="--ee: .*nowhere does not exist"):
+        fleet_verify.ee_settings(args, {}, [])
+
+
+def test_ee_runs_as_the_user_who_owns_the_mounted_folders():
+    assert fleet_verify.ee_user_options("podman", uid=0) == ["--user=0"]
+    assert fleet_verify.ee_user_options("/usr/bin/podman", uid=1001) == ["--userns=keep-id"]
+    assert fleet_verify.ee_user_options("docker", uid=1001) == ["--user=1001"]
+    args = fleet_verify.parse_args(["-i", "inv", "--ee", "img", "--ee-option=--user=4242"])
+    assert fleet_verify.ee_settings(args, {}, [])["container_options"] == ["--user=4242"]
