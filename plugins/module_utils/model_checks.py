@@ -330,8 +330,8 @@ def _not_built(exc):
     spec = getattr(exc, 'spec', None)
     name = getattr(spec, 'name', None) or 'a flashinfer module'
     return ('flashinfer module %s is not built for this stack (it is never compiled during verification: '
-            'install it prebuilt, e.g. the flashinfer-jit-cache package, or allow compiling with '
-            'gpufleet_model_jit: allow)' % name)
+            'install it prebuilt: flashinfer_aot_modules: [%s] or the flashinfer-jit-cache package; or allow '
+            'compiling with gpufleet_model_jit: allow)' % (name, name))
 
 
 def _targets(name, shapes):

@@ -176,7 +176,6 @@ abi_needs:
   type: dict
 '''
 
-import hashlib
 import json
 import os
 import re
@@ -218,14 +217,6 @@ print(json.dumps(out))
 '''
 
 
-def sha256_of(path):
-    digest = hashlib.sha256()
-    with open(path, 'rb') as handle:
-        for block in iter(lambda: handle.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def wheel_info(module, path):
     """Name, version, tags and the torch requirement of a wheel, from its dist-info."""
     try:
@@ -262,7 +253,7 @@ def unpack(module, path, unpack_dir):
     if not unpack_dir:
         scratch = tempfile.mkdtemp(prefix='wheel_fit_', dir=module.tmpdir)
         return extract_wheel(module, path, scratch), scratch
-    digest = sha256_of(path)
+    digest = module.sha256(path)
     for attempt in (1, 2):
         recorded = read_stamp(unpack_dir)
         if recorded.get('sha256') == digest:

@@ -20,8 +20,17 @@ nvidia-cudnn-frontend (12 MB). They are downloaded once into
 
 One host, one playbook run: about 60-70 s on a fresh sandbox host (2 shared
 cores), most of it pushing the wheelhouse and uv installing it.
+
+The same run places prebuilt flashinfer modules (flashinfer_aot_modules) from
+the controller's artifact cache, where the key's folder is seeded as a
+builder leaves it (the modules and build.json; their bytes are not loaded on
+a host without a GPU, so any bytes do: compiling them needs nvcc, which the
+H200 evidence h200-flashinfer-aot runs). Three short runs of the role's aot
+tasks follow: again (no change), a narrower list whose artifact has a changed
+byte (refused, nothing already placed lost), and an empty list (removed).
 """
 import glob
+import hashlib
 import json
 import os
 import subprocess
@@ -34,7 +43,7 @@ import pytest
 from conftest import ROOT, run_playbook
 
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
-from ansible_collections.gpufleet.inference.plugins.module_utils import kernel_checks  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.module_utils import flashinfer_aot, kernel_checks  # noqa: E402
 
 FLASHINFER = "0.7.2.post1"
 TORCH = "2.13.0+cpu"
@@ -121,6 +130,12 @@ PLAYBOOK = textwrap.dedent("""\
             kernels: true
           register: verified
 
+        - name: What is placed as prebuilt
+          gpufleet.inference.flashinfer_aot:
+            python: "{{ uv_venv_python }}"
+            action: status
+          register: aot_status
+
         - name: The venv's packages after
           ansible.builtin.command:
             argv: ["{{ uv_venv_bin }}", pip, freeze, --python, "{{ uv_venv_python }}"]
@@ -131,7 +146,8 @@ PLAYBOOK = textwrap.dedent("""\
         - name: Keep it all on the controller
           ansible.builtin.copy:
             content: "{{ {'verified': verified, 'torch_before': torch_before,
-                          'flashinfer_installed': flashinfer_installed,
+                          'flashinfer_installed': flashinfer_installed, 'aot_status': aot_status,
+                          'aot_key': flashinfer_aot_key,
                           'constraints': constraints_file.content | b64decode,
                           'freeze': freeze.stdout_lines, 'venv': uv_venv_dir} | to_json }}"
             dest: "{{ out }}"
@@ -140,6 +156,55 @@ PLAYBOOK = textwrap.dedent("""\
           check_mode: false
           changed_when: false  # the test's own scratch file, not host state
     """)
+
+
+AOT_PLAYBOOK = textwrap.dedent("""\
+    - name: The flashinfer role's prebuilt modules alone, on the venv of the first run
+      hosts: "{{ target }}"
+      gather_facts: false
+      tasks:
+        - name: Place or remove
+          ansible.builtin.include_role:
+            name: gpufleet.inference.flashinfer
+            tasks_from: aot.yml
+
+        - name: What is placed as prebuilt
+          gpufleet.inference.flashinfer_aot:
+            python: "{{ uv_venv_python }}"
+            action: status
+          register: aot_status
+          when: always_status
+
+        - name: Keep it on the controller
+          ansible.builtin.copy:
+            content: "{{ aot_status | to_json }}"
+            dest: "{{ out }}"
+            mode: "0644"
+          delegate_to: localhost
+          changed_when: false  # the test's own scratch file, not host state
+    """)
+AOT_ARCH = ["9.0a"]
+AOT_CUDA = "13.0"
+
+
+def seed_artifact(cache, modules, corrupt=None):
+    """The controller cache's folder of the key of MODULES, as a builder leaves
+    it; CORRUPT: a module whose file differs from its record by one byte."""
+    data = flashinfer_aot.key_data(FLASHINFER, AOT_CUDA, AOT_ARCH, modules)
+    key = flashinfer_aot.aot_key(data)
+    folder = os.path.join(cache, key)
+    os.makedirs(folder)
+    record = dict(data, schema=flashinfer_aot.SCHEMA, modules={}, seconds=1.0)
+    for name in modules:
+        blob = os.urandom(4096) + name.encode()
+        record["modules"][name] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob), "seconds": 1.0}
+        if name == corrupt:
+            blob = bytes([blob[0] ^ 1]) + blob[1:]
+        with open(os.path.join(folder, name + ".so"), "wb") as handle:
+            handle.write(blob)
+    with open(os.path.join(folder, flashinfer_aot.RECORD), "w") as handle:
+        json.dump(record, handle)
+    return key, record
 
 
 def _have_all(dest):
@@ -171,8 +236,12 @@ def test_real_flashinfer_installed_by_the_role_and_verified_without_gpu(sandbox,
     playbook = tmp_path / "flashinfer-real.yml"
     playbook.write_text(PLAYBOOK)
     out = tmp_path / "result.json"
+    cache = str(tmp_path / "aot-cache")
+    key, record = seed_artifact(cache, ["norm", "silu_and_mul"])
+    aot_vars = {"flashinfer_aot_modules": ["silu_and_mul", "norm"], "flashinfer_aot_arch_list": AOT_ARCH,
+                "flashinfer_aot_cuda_version": AOT_CUDA, "flashinfer_aot_artifact_dir": cache}
     started = time.monotonic()
-    result = run_playbook(playbook, inventory, limit="sbx1", timeout=1800, extra_vars={
+    result = run_playbook(playbook, inventory, limit="sbx1", timeout=1800, extra_vars=dict(aot_vars, **{
         "target": "sbx1",
         "out": str(out),
         # This test's own wheelhouse (controller and host) and venv, beside the fleet's.
@@ -189,7 +258,7 @@ def test_real_flashinfer_installed_by_the_role_and_verified_without_gpu(sandbox,
         "flashinfer_packages": ["flashinfer-python"],
         "flashinfer_version": FLASHINFER,
         "flashinfer_versions": {"flashinfer-python": FLASHINFER},
-    })
+    }))
     seconds = time.monotonic() - started
     print("playbook wall time: %.1f s" % seconds)
     assert result.rc == 0, result.out[-20000:]
@@ -228,3 +297,37 @@ def test_real_flashinfer_installed_by_the_role_and_verified_without_gpu(sandbox,
         assert entry["status"] == "skipped", entry
         assert entry["reason"] == "no CUDA device", entry
     assert [entry for entry in facts["kernels"] if entry["status"] == "ok" and entry["set"] == "flashinfer"] == []
+
+    # The prebuilt modules: the seeded key was this host's, taken from the cache and placed, checked.
+    status = data["aot_status"]
+    assert data["aot_key"] == key
+    assert status["intact"] is True and status["marker"]["key"] == key
+    assert status["marker"]["sha256"] == {name: entry["sha256"] for name, entry in record["modules"].items()}
+    assert status["aot_dir"] == data["venv"] + "/lib/python3.11/site-packages/flashinfer/data/aot"
+
+    def aot_run(name, **changes):
+        dest = tmp_path / ("aot-%s.json" % name)
+        run = run_playbook(tmp_path / "aot.yml", inventory, limit="sbx1", timeout=600, extra_vars=dict(
+            aot_vars, target="sbx1", out=str(dest), always_status=True, uv_venv_python=data["venv"] + "/bin/python",
+            uv_venv_dir=data["venv"], uv_venv_become=False, uv_venv_user="unused", **changes))
+        return run, (json.loads(dest.read_text()) if dest.exists() else None)
+
+    (tmp_path / "aot.yml").write_text(AOT_PLAYBOOK)
+    again, status = aot_run("again")
+    assert again.rc == 0, again.out[-6000:]
+    assert again.stats["sbx1"]["changed"] == 0, again.out[-6000:]
+    assert status["marker"]["key"] == key and status["intact"] is True
+
+    # A narrower list whose cached artifact has one changed byte: refused before anything moves.
+    seed_artifact(cache, ["norm"], corrupt="norm")
+    refused, dummy = aot_run("refused", flashinfer_aot_modules=["norm"])
+    assert refused.rc != 0 and "norm: expected sha256 " in refused.out, refused.out[-6000:]
+    kept, status = aot_run("kept")
+    assert kept.rc == 0 and status["marker"]["key"] == key and status["intact"] is True
+    assert sorted(status["present"]) == ["norm", "silu_and_mul"]
+
+    # An empty list takes away what an earlier run placed.
+    removed, status = aot_run("removed", flashinfer_aot_modules=[])
+    assert removed.rc == 0, removed.out[-6000:]
+    assert removed.stats["sbx1"]["changed"] == 1, removed.out[-6000:]
+    assert status["marker"] is None and status["present"] == {}

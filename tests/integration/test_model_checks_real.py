@@ -157,6 +157,8 @@ def test_reference_router_and_each_wrong_backend(torch_cpu_venv):
     built = out["not_built"]
     assert built["status"] == "skipped"
     assert built["reason"].startswith("flashinfer module fused_moe_90 is not built for this stack"), built
+    # the skip names the input that builds it
+    assert "flashinfer_aot_modules: [fused_moe_90]" in built["reason"], built
 
     assert out["fp8_right"]["status"] == "ok" and out["fp8_right"]["relative_error"] < 0.06, out["fp8_right"]
     assert out["fp8_wrong"]["status"] == "failed" and out["fp8_wrong"]["reason"].startswith("relative error 2")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ansible_collections.gpufleet.inference.plugins.module_utils import flashinfer_aot
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
     is_list, list_errors, nothing_changed, number, passes_type, show, type_name, url_errors)
 
@@ -76,10 +77,26 @@ def flashinfer_main(values):
     if passes_type(environment, "dict") and not isinstance(environment, Mapping):
         errors.append("flashinfer_jit_environment must be a dict of environment variables (got %s)"
                       % type_name(environment))
+    errors += aot_errors(values)
     if show(values.get("flashinfer_wheelhouse")) and values.get("uv_venv_remote_wheelhouse_dir") is None:
         errors.append("flashinfer_wheelhouse must be '' unless gpufleet.inference.uv_venv pushed the wheelhouse "
                       "(uv_venv_remote_wheelhouse_dir)")
     return nothing_changed(errors)
+
+
+def aot_errors(values):
+    """The prebuilt modules: known names, once each; with any module, targets flashinfer takes and a
+    build timeout in seconds."""
+    modules = values.get("flashinfer_aot_modules")
+    if not is_list(modules):
+        return []  # the type check reports it
+    errors = flashinfer_aot.module_errors(modules)
+    if modules:
+        errors += flashinfer_aot.arch_errors(values.get("flashinfer_aot_arch_list"))
+    timeout = values.get("flashinfer_aot_build_timeout")
+    if passes_type(timeout, "int") and not (_DIGITS_RE.match(str(timeout)) and number(timeout, 0, int) > 0):
+        errors.append("flashinfer_aot_build_timeout must be a number of seconds > 0 (got %s)" % str(timeout))
+    return errors
 
 
 # entry point -> rules(values) -> [message]; the preflight entry point has the main one's options

@@ -83,6 +83,19 @@ def test_the_defaults_pass():
     # a string the dict type would convert
     ({"flashinfer_jit_environment": "CUDA_HOME=/usr/local/cuda"},
      "flashinfer_jit_environment must be a dict of environment variables (got str)"),
+    # the prebuilt modules
+    ({"flashinfer_aot_modules": ["fused_moe_90", "fused_moe_91"], "flashinfer_aot_arch_list": ["9.0a"]},
+     "flashinfer_aot_modules: expected flashinfer JIT module names from fp4_gemm_cutlass, fp4_gemm_cutlass_sm103, "
+     "fp4_gemm_cutlass_sm120, fused_moe_100, fused_moe_103, fused_moe_120, fused_moe_89, fused_moe_90, norm, "
+     "sampling, silu_and_mul, topk, found 'fused_moe_91'"),
+    ({"flashinfer_aot_modules": ["norm", "norm"], "flashinfer_aot_arch_list": ["9.0a"]},
+     "flashinfer_aot_modules: expected each module once, found norm, norm"),
+    ({"flashinfer_aot_modules": ["fused_moe_90"], "flashinfer_aot_arch_list": []},
+     "flashinfer_aot_arch_list: expected a non-empty list of CUDA architectures such as 9.0a or 12.0f, found []"),
+    ({"flashinfer_aot_modules": ["fused_moe_90"], "flashinfer_aot_arch_list": ["sm_90a"]},
+     "flashinfer_aot_arch_list: expected CUDA architectures as major.minor with an optional a or f "
+     "(9.0a, 10.0a, 12.0f), found sm_90a"),
+    ({"flashinfer_aot_build_timeout": 0}, "flashinfer_aot_build_timeout must be a number of seconds > 0 (got 0)"),
     # the wheelhouse
     ({"flashinfer_wheelhouse": "/srv/wheelhouse"}, "flashinfer_wheelhouse must be '' unless gpufleet.inference.uv_venv "
                                                    "pushed the wheelhouse (uv_venv_remote_wheelhouse_dir)"),
@@ -101,6 +114,10 @@ def test_each_rule_names_the_variable_and_the_value(changes, message):
     {"flashinfer_default_index_url": "https://user:token@pypi.example/simple"},
     {"flashinfer_wheelhouse": "/srv/wheelhouse", "uv_venv_remote_wheelhouse_dir": "/home/deploy/.cache/gpufleet/wh"},
     {"uv_venv_bin": ""},
+    # no module: the arch list is not read (a host without a GPU has none)
+    {"flashinfer_aot_modules": [], "flashinfer_aot_arch_list": []},
+    {"flashinfer_aot_modules": ["fused_moe_90", "norm"], "flashinfer_aot_arch_list": ["9.0a", "12.0f"]},
+    {"flashinfer_aot_modules": "fused_moe_90"},
 ])
 def test_a_value_of_another_type_or_a_good_one_passes(changes):
     assert flashinfer_main(dict(GOOD, **changes)) == []
