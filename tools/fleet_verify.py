@@ -210,11 +210,10 @@ def run(args, out=sys.stdout, err=sys.stderr):
     report_json = os.path.join(os.path.abspath(args.report_dir), REPORT_BASENAME + ".json")
     before = os.path.getmtime(report_json) if os.path.exists(report_json) else None
 
-    cmdline = []
-    for inv in inventories[1:]:
-        cmdline += ["-i", inv]
-    if args.check:
-        cmdline.append("--check")
+    # the first inventory is ansible-runner's own (on the host); in a container
+    # every inventory goes on the command line (below)
+    extra_inventories = ["-i %s" % shlex.quote(inv) for inv in inventories[1:]]
+    flags = ["--check"] if args.check else []
     # ansible-playbook must be the one next to this interpreter (the project venv).
     bindir = os.path.dirname(sys.executable)
     envvars = {
@@ -244,7 +243,7 @@ def run(args, out=sys.stdout, err=sys.stderr):
             inventory=inventories[0],
             extravars=extra_vars(args),
             envvars=envvars,
-            cmdline=" ".join(cmdline) or None,
+            cmdline=" ".join(extra_inventories + flags) or None,
             event_handler=progress,
             quiet=True,
             suppress_env_files=True,
@@ -263,8 +262,7 @@ def run(args, out=sys.stdout, err=sys.stderr):
             # inventories given on the command line, at their own paths.
             os.mkdir(os.path.join(private, "inventory"))
             del kwargs["inventory"]
-            given = ["-i %s" % shlex.quote(i) for i in inventories]
-            kwargs["cmdline"] = " ".join(given + cmdline[2 * (len(inventories) - 1):])
+            kwargs["cmdline"] = " ".join(["-i %s" % shlex.quote(inventories[0])] + extra_inventories + flags)
         old_path = os.environ.get("PATH", "")
         os.environ["PATH"] = envvars["PATH"]
         try:

@@ -75,4 +75,5 @@ def test_a_bad_run_id_is_refused_before_the_verification(tmp_path, torch_cpu_ven
     assert not os.path.exists(tmp_path / "r" / "parts")
     merge = run_playbook(MERGE, "localhost,", {"gpufleet_report_dir": str(tmp_path / "r"), "gpufleet_run_id": "a b"},
                          timeout=120)
-    assert merge.rc != 0 and "gpufleet_run_id must be the id every slice of the run was given" in merge.out
+    assert merge.rc != 0 and "gpufleet_run_id must be 1-64 letters, digits" in merge.out, merge.out[-3000:]
+    assert not os.path.exists(tmp_path / "r" / "fleet-report.md")

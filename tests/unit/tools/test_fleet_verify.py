@@ -70,3 +70,41 @@ def test_ee_runs_as_the_user_who_owns_the_mounted_folders():
     assert fleet_verify.ee_user_options("docker", uid=1001) == ["--user=1001"]
     args = fleet_verify.parse_args(["-i", "inv", "--ee", "img", "--ee-option=--user=4242"])
     assert fleet_verify.ee_settings(args, {}, [])["container_options"] == ["--user=4242"]
+
+
+@pytest.mark.parametrize("ee", [False, True])
+def test_every_inventory_and_check_reach_ansible_runner(tmp_path, monkeypatch, ee):
+    """Outside a container the first inventory is ansible-runner's own and the
+    rest go on the command line; in one, all of them do (its private inventory
+    folder stays empty)."""
+    first, second = tmp_path / "a b", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+
+    class Result(object):
+        status, rc, stats = "failed", 2, {}
+
+        class stdout(object):  # noqa: N801  (the runner's file-like attribute)
+            @staticmethod
+            def read():
+                return ""
+
+    def run(**kwargs):
+        seen.update(kwargs)
+        seen["inventory_folder"] = sorted(os.listdir(os.path.join(kwargs["private_data_dir"])))
+        return Result()
+
+    import ansible_runner  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(ansible_runner, "run", run)
+    argv = ["-i", str(first), "-i", str(second), "--check", "--report-dir", str(tmp_path / "r")]
+    if ee:
+        argv += ["--ee", "localhost/gpufleet-ee:0.1.0"]
+    assert fleet_verify.main(argv) == 2  # the fake run writes no report
+    if ee:
+        assert "inventory" not in seen and seen["inventory_folder"] == ["inventory"]
+        assert seen["cmdline"] == "-i '%s' -i %s --check" % (first, second)
+    else:
+        assert seen["inventory"] == str(first)
+        assert seen["cmdline"] == "-i %s --check" % second
