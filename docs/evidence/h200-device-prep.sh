@@ -16,6 +16,10 @@ dl "$DEV/whl" apache-tvm-ffi==0.1.15.post2 zstandard==0.25.0 click==8.5.1 einops
   tqdm==4.70.1 nvidia-ml-py==13.615.71 ninja==1.13.2 packaging==26.4 requests==2.34.2 urllib3==2.8.0 \
   idna==3.20 certifi==2026.10.19.post1 charset_normalizer==3.5.3 cuda-python==13.4.4 cuda-bindings==13.5.0 \
   cuda-pathfinder==1.9.1 nvidia-cudnn-frontend==1.32.0
+# ansible-core and its dependencies for h200-flashinfer-aot-role.sh (the role through Ansible there)
+mkdir -p "$DEV/ans"
+dl "$DEV/ans" ansible-core==2.19.14 cffi==2.1.1 cryptography==50.0.2 Jinja2==3.1.6 MarkupSafe==3.0.4 \
+  packaging==26.4 pycparser==3.12 PyYAML==6.0.4 resolvelib==1.2.1
 sha256sum "$DEV"/tmp/flashinfer_python-0.7.2.post1-py3-none-any.whl
 rm -rf "$DEV/tmp/tree" && mkdir -p "$DEV/tmp/tree"
 python3 -m zipfile -e "$DEV"/tmp/flashinfer_python-0.7.2.post1-py3-none-any.whl "$DEV/tmp/tree"
