@@ -59,6 +59,9 @@ def test_sandbox_up_remakes_a_host_whose_init_is_gone(sandbox, tmp_path):
     sandbox(3)
     name, log = PREFIX + "4", tmp_path / "sandbox-failures.log"
     env = {"GPUFLEET_SANDBOX_FAILURE_LOG": str(log)}
+    # A fourth host left by an earlier sandbox (a benchmark's 64) would be
+    # remade by the first `up` below and said in the log: start from none.
+    subprocess.run(["podman", "rm", "-f", "-t", "2", name], capture_output=True, timeout=120, check=False)
     try:
         sandbox_cmd("up", "--hosts", "4", env=env)
         pids = inspect(name, "{{.State.ConmonPid}} {{.State.Pid}}").split()
