@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The controller's cost per host of a fleet run, at 8, 16 and 32 sandbox
+"""The controller's cost per host of a fleet run, at 16, 32 and 64 sandbox
 hosts, side by side in one run.
 
 For each fleet size N, RUNS pairs, in turn:
@@ -7,27 +7,38 @@ For each fleet size N, RUNS pairs, in turn:
   B  what an operator would run instead: a bounded parallel loop (as many at
      once as ansible.cfg's forks) of `ssh host ~/ml-env/bin/python -c
      "import torch, flashinfer, sgl_kernel; ..."` over the same N hosts.
-Then, on the first 4 hosts, RUNS pairs of a no-op deploy.yml (A) against
+Then, at the largest size, RUNS pairs of
+  A  the same hosts as 4 slices run side by side (4 verify.yml, each --limit
+     to a quarter, with one gpufleet_run_id and a gpufleet_report_part each:
+     what job slicing runs on one execution node), then the merge
+     (playbooks/merge.yml) of their 4 parts into the fleet report;
+  B  verify.yml over all of them at once;
+and, on the first 4 hosts, RUNS pairs of a no-op deploy.yml (A) against
 verify.yml (B).
 
 Controller CPU is the operating system's own accounting of the finished
 command and of every process it waited for (user + system, os.wait4): the
-ansible-playbook process, its workers and their ssh clients. The sandbox hosts
-are containers on the same machine, but their processes are not the
-command's children, so their work (sshd, the hosts' own `import torch`) is not
-in the figure. Every figure is the median over the pairs; the ratios are
-taken pair by pair.
+ansible-playbook process, its workers and their ssh clients; for the slices,
+the sum over the 4 commands, their wall from the first start to the last
+end. The sandbox hosts are containers on the same machine, but their
+processes are not the command's children, so their work (sshd, the hosts'
+own `import torch`) is not in the figure. Every figure is the median over
+the pairs; the ratios are taken pair by pair. The controller's free memory
+(MemAvailable, its lowest while each side ran) is printed beside them.
 
-    bench/fleet_scale.py [--runs 3] [--sizes 8,16,32] [--setup-hosts N]
+    bench/fleet_scale.py [--runs 3] [--sizes 16,32,64] [--setup-hosts N]
 
-It brings the sandbox up with the largest size and deploys every host once
-first (not timed), so every timed deploy is a no-op (--setup-hosts 4 deploys
-only the first 4: enough for the no-op deploy, when the hosts already carry a
-stack, e.g. to measure another version of the code on them). 32 systemd containers
-need more inotify instances than the kernel's default 128
+It brings the sandbox up with one host, deploys it (not timed), then makes
+the other hosts copies of it (scripts/sandbox.py clone): every timed deploy
+is a no-op, and 64 deployed hosts cost the disk one stack. --setup-hosts N
+instead brings up the largest size and deploys the first N hosts (N >= 4 for
+the no-op deploy), e.g. to measure another version of the code on hosts
+that already carry a stack. 32 and more systemd containers need more
+inotify instances than the kernel's default 128
 (fs.inotify.max_user_instances; the script says so when a host does not come
-up). Goals (issue "fleet scale"): verify.yml at <= 0.3 s of controller CPU per
-host at 16 and 32 hosts, the no-op deploy at <= 1.3x verify.yml on 4 hosts.
+up). Goals (issue "past one controller"): verify.yml at <= 0.15 s of
+controller CPU per host at 64 hosts, a cost per host that does not grow from
+16 to 64, the no-op deploy at <= 1.3x verify.yml on 4 hosts.
 """
 import argparse
 import json
@@ -35,6 +46,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,15 +65,63 @@ def env():
     return out
 
 
-def timed(argv, log):
-    """(wall s, controller CPU s, rc) of one command and all it waited for."""
-    with open(log, "ab") as out:
+def mem_available_mib():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    return -1
+
+
+class LowestMemory:
+    """The controller's lowest MemAvailable while the block runs (sampled
+    every 0.2 s)."""
+
+    def __enter__(self):
+        self.lowest = mem_available_mib()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.2):
+            self.lowest = min(self.lowest, mem_available_mib())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.lowest = min(self.lowest, mem_available_mib())
+
+
+def timed_many(argvs, log):
+    """(wall s, controller CPU s, worst rc, lowest MemAvailable MiB) of
+    commands run side by side: wall from the first start to the last end, CPU
+    the sum of each and all it waited for."""
+    with open(log, "ab") as out, LowestMemory() as mem:
         start = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env())
-        status, usage = os.wait4(proc.pid, 0)[1:]
+        procs = [subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env())
+                 for argv in argvs]
+        cpu, rc = 0.0, 0
+        for proc in procs:
+            status, usage = os.wait4(proc.pid, 0)[1:]
+            cpu += usage.ru_utime + usage.ru_stime
+            rc = rc or os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_utime + usage.ru_stime, proc.returncode
+    return wall, cpu, rc, mem.lowest
+
+
+def timed(argv, log):
+    """(wall s, controller CPU s, rc, lowest MemAvailable MiB) of one command
+    and all it waited for."""
+    return timed_many([argv], log)
+
+
+def run_or_exit(argvs, log):
+    wall, cpu, rc, mem = timed_many(argvs, log)
+    if rc != 0:
+        raise SystemExit("%s exited %d (log: %s)" % (" ".join(argvs[-1][:4]), rc, log))
+    return wall, cpu, mem
 
 
 def forks():
@@ -103,65 +163,123 @@ xargs -P %d -L 1 sh -c 'ssh -o BatchMode=yes -o UserKnownHostsFile="$4" -i "$3" 
     return [script]
 
 
-def playbook(name, names, n, tag):
+def playbook(name, names, n, tag, first=0, extra=()):
     return [os.path.join(BIN, "ansible-playbook"), "-i", INV, os.path.join(ROOT, "playbooks", name),
-            "--limit", ",".join(names[:n]), "-e", "gpufleet_report_dir=%s" % os.path.join(WORK, "reports-" + tag)]
+            "--limit", ",".join(names[first:n]),
+            "-e", "gpufleet_report_dir=%s" % os.path.join(WORK, "reports-" + tag)] + list(extra)
 
 
 def pairs(a, b, runs, log):
-    """RUNS A/B pairs after one warm-up pair: lists of (wall, cpu) per side."""
+    """RUNS A/B pairs after one warm-up pair: lists of (wall, cpu, lowest
+    free MiB) per side."""
     sides = {"a": [], "b": []}
     for i in range(runs + 1):
         for side, argv in (("a", a), ("b", b)):
-            wall, cpu, rc = timed(argv, log)
-            if rc != 0:
-                raise SystemExit("%s exited %d (log: %s)" % (" ".join(argv[:4]), rc, log))
+            figures = run_or_exit([argv], log)
             if i:
-                sides[side].append((wall, cpu))
+                sides[side].append(figures)
     return sides["a"], sides["b"]
+
+
+SLICES = 4
+
+
+def slices(names, n, run_id):
+    """SLICES verify.yml over the first n hosts, a quarter each, one run id,
+    a part each: what job slicing runs on one execution node."""
+    size = -(-n // SLICES)
+    return [playbook("verify.yml", names, min(n, (k + 1) * size), "sliced-%d" % n, first=k * size,
+                     extra=("-e", "gpufleet_run_id=" + run_id, "-e", "gpufleet_report_part=%d" % (k + 1)))
+            for k in range(SLICES)]
+
+
+def merge(n, run_id):
+    return [os.path.join(BIN, "ansible-playbook"), "-i", INV, os.path.join(ROOT, "playbooks", "merge.yml"),
+            "-e", "gpufleet_report_dir=%s" % os.path.join(WORK, "reports-sliced-%d" % n),
+            "-e", "gpufleet_run_id=" + run_id, "-e", "gpufleet_report_parts=%d" % SLICES]
+
+
+def sliced_pairs(names, n, runs, log):
+    """RUNS triples after a warm-up: the slices side by side, their merge,
+    verify.yml over the same n hosts at once."""
+    sl, mg, whole = [], [], []
+    for i in range(runs + 1):
+        run_id = "bench-%d-%d" % (os.getpid(), i)
+        figures = (run_or_exit(slices(names, n, run_id), log), run_or_exit([merge(n, run_id)], log),
+                   run_or_exit([playbook("verify.yml", names, n, "verify-%d" % n)], log))
+        if i:
+            for dest, f in zip((sl, mg, whole), figures):
+                dest.append(f)
+    return sl, mg, whole
 
 
 def med(values):
     return statistics.median(values)
 
 
+def sandbox(*args):
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sandbox.py")] + list(args),
+                          env=env(), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        raise SystemExit("sandbox.py %s failed (32 and more systemd containers need "
+                         "fs.inotify.max_user_instances above the default 128)" % " ".join(args))
+    return done.stdout
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--sizes", default="8,16,32")
+    p.add_argument("--sizes", default="16,32,64")
     p.add_argument("--setup-hosts", type=int, default=0,
-                   help="hosts the untimed deploy covers (default: the largest size; the no-op deploy needs 4)")
+                   help="deploy only the first N of hosts already up (default: deploy sbx1, clone it to the largest size)")
     a = p.parse_args()
     sizes = sorted(int(s) for s in a.sizes.split(","))
     os.makedirs(WORK, exist_ok=True)
     log = os.path.join(WORK, "runs.log")
     open(log, "w").close()
-
-    up = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sandbox.py"), "up", "--hosts", str(sizes[-1])],
-                        env=env(), capture_output=True, text=True, check=False)
-    if up.returncode != 0:
-        sys.stderr.write(up.stdout[-3000:] + up.stderr[-3000:])
-        raise SystemExit("the sandbox did not come up with %d hosts (32 systemd containers need "
-                         "fs.inotify.max_user_instances above the default 128)" % sizes[-1])
-    names, hostvars = hosts()
     setup = os.path.join(WORK, "setup.log")
     open(setup, "w").close()
-    setup_hosts = a.setup_hosts or sizes[-1]
-    wall, dummy, rc = timed(playbook("deploy.yml", names, setup_hosts, "setup"), setup)
-    if rc != 0:
-        raise SystemExit("the untimed deploy failed (rc %d), see %s" % (rc, setup))
-    print("untimed deploy of %d hosts: %.0f s" % (setup_hosts, wall))
+    print("controller before the sandbox: MemAvailable %d MiB" % mem_available_mib())
+    if a.setup_hosts:
+        sandbox("up", "--hosts", str(sizes[-1]))
+        names, hostvars = hosts()
+        wall, dummy, rc, dummy = timed(playbook("deploy.yml", names, a.setup_hosts, "setup"), setup)
+        if rc != 0:
+            raise SystemExit("the untimed deploy failed (rc %d), see %s" % (rc, setup))
+        print("untimed deploy of %d hosts: %.0f s" % (a.setup_hosts, wall))
+    else:
+        sandbox("up", "--hosts", "1")
+        names, hostvars = hosts()
+        wall, dummy, rc, dummy = timed(playbook("deploy.yml", names, 1, "setup"), setup)
+        if rc != 0:
+            raise SystemExit("the untimed deploy failed (rc %d), see %s" % (rc, setup))
+        print("untimed deploy of sbx1: %.0f s" % wall)
+        print(sandbox("clone", "--hosts", str(sizes[-1])).strip())
+        names, hostvars = hosts()
+    print("controller with %d hosts up: MemAvailable %d MiB" % (len(names), mem_available_mib()))
 
     parallel = forks()
     print("\n== verify.yml (A) vs a parallel ssh loop (B, %d at once), %d pairs each, medians" % (parallel, a.runs))
-    print("%5s | %12s %12s | %13s %13s | %10s" % ("hosts", "verify wall", "loop wall", "verify cpu/h", "loop cpu/h",
-                                                  "wall A/B"))
+    print("%5s | %12s %12s | %13s %13s | %10s | %s" % ("hosts", "verify wall", "loop wall", "verify cpu/h",
+                                                       "loop cpu/h", "wall A/B", "lowest free MiB (A)"))
     for n in sizes:
         va, lb = pairs(playbook("verify.yml", names, n, "verify-%d" % n),
                        ssh_loop_script(names, hostvars, n, parallel), a.runs, log)
-        print("%5d | %11.2fs %11.2fs | %12.3fs %12.3fs | %10.2f" % (
+        print("%5d | %11.2fs %11.2fs | %12.3fs %12.3fs | %10.2f | %d" % (
             n, med(x[0] for x in va), med(x[0] for x in lb), med(x[1] for x in va) / n, med(x[1] for x in lb) / n,
-            med(x[0] / y[0] for x, y in zip(va, lb))))
+            med(x[0] / y[0] for x, y in zip(va, lb)), min(x[2] for x in va)))
+
+    n = sizes[-1]
+    print("\n== %d hosts as %d slices side by side, then the merge (A), vs verify.yml over all (B), %d runs, medians"
+          % (n, SLICES, a.runs))
+    sl, mg, whole = sliced_pairs(names, n, a.runs, log)
+    print("slices %.2fs (cpu %.3fs/host, lowest free %d MiB)  merge %.2fs (cpu %.2fs)  whole %.2fs (cpu %.3fs/host)" % (
+        med(x[0] for x in sl), med(x[1] for x in sl) / n, min(x[2] for x in sl), med(x[0] for x in mg),
+        med(x[1] for x in mg), med(x[0] for x in whole), med(x[1] for x in whole) / n))
+    print("slices+merge / whole: wall %.2f  cpu %.2f" % (
+        med((x[0] + m[0]) / y[0] for x, m, y in zip(sl, mg, whole)),
+        med((x[1] + m[1]) / y[1] for x, m, y in zip(sl, mg, whole))))
 
     print("\n== no-op deploy.yml (A) vs verify.yml (B) on 4 hosts, %d pairs, medians" % a.runs)
     da, vb = pairs(playbook("deploy.yml", names, 4, "deploy-4"), playbook("verify.yml", names, 4, "verify-4"),

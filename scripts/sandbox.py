@@ -18,6 +18,10 @@ end of its output).
                                    mounts a tmpfs of SIZE (e.g. 1200m) owned by the
                                    deploy user at PATH, or resizes the one there;
                                    SIZE "off" unmounts it and removes PATH
+    sandbox.py clone --hosts N     hosts sbx2..sbxN made anew as copies of sbx1 as it
+                                   is now (podman commit; for benchmarks at 64 hosts:
+                                   the copies share sbx1's files on disk, a deployed
+                                   stack costs the disk once, not N times)
     sandbox.py status
 
 Everything the sandbox owns is labelled `gpufleet.sandbox=1` and lives under
@@ -43,6 +47,8 @@ USER = "deploy"
 # each host's sshd listens on 127.0.0.1 at a port of its own.
 REVISION_KEY, REVISION = "gpufleet.sandbox.revision", "2"
 REVISION_LABEL = "%s=%s" % (REVISION_KEY, REVISION)
+# What `clone` copies sbx1 into (removed by `down`).
+CLONE_IMAGE = "localhost/%s-clone:latest" % PREFIX
 SSHD_CONF = "/etc/ssh/sshd_config.d/gpufleet-sandbox.conf"
 STARTABLE = ("created", "configured", "exited", "stopped")
 # What podman knows of a container's init: a dead one's exit code, whether the
@@ -93,9 +99,13 @@ def containers():
     return result
 
 
+def key_path():
+    return os.path.join(STATE, "id_ed25519")
+
+
 def ensure_key():
     os.makedirs(STATE, mode=0o700, exist_ok=True)
-    key = os.path.join(STATE, "id_ed25519")
+    key = key_path()
     if not os.path.exists(key):
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpufleet-sandbox", "-f", key])
     with open(key + ".pub") as f:
@@ -179,12 +189,41 @@ def host_key(name):
     return run(["podman", "exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"]).stdout.split()[:2]
 
 
-def create(name, i):
+def create(name, i, image=IMAGE):
     run(["podman", "run", "-d", "--name", name, "--hostname", host_name(i),
          "--label", LABEL, "--label", REVISION_LABEL, "--network", "host",
          # sudo resolves the host's own name; the shared network has no entry for it.
          "--add-host", "%s:127.0.1.1" % host_name(i),
-         "--systemd=always", "--stop-timeout", "5", IMAGE, "/sbin/init"])
+         "--systemd=always", "--stop-timeout", "5", image, "/sbin/init"])
+
+
+def clone(n):
+    """sbx2..sbxN anew, each a copy of sbx1's files as they are now: one
+    podman commit of sbx1 (its upper layer becomes an image layer that every
+    copy shares), then a container per host from it with its own name, port
+    and hostname. The copies keep sbx1's host key; known_hosts names each
+    port. Hosts above N are left as they are."""
+    if n < 2:
+        raise SandboxError("clone needs --hosts of at least 2, got %d" % n)
+    first = container(1)
+    c = containers().get(first)
+    if c is None or c.get("State") != "running":
+        raise SandboxError("clone copies %s, which is %s: run `sandbox.py up` (and deploy it) first"
+                           % (first, "missing" if c is None else c.get("State")))
+    dummy, pubkey = ensure_key()
+    t0 = time.monotonic()
+    run(["podman", "commit", "-q", "--change", 'LABEL %s' % LABEL, first, CLONE_IMAGE], timeout=900)
+    committed = time.monotonic() - t0
+    hosts = {host_name(1): wait_ssh(first, port_of(first))}
+    for i in range(2, n + 1):
+        name = container(i)
+        remove(name)
+        create(name, i, CLONE_IMAGE)
+        prepare(name, pubkey)
+        hosts[host_name(i)] = wait_ssh(name, port_of(name))
+    publish(hosts, key_path())
+    print("sandbox clone: sbx2..sbx%d copied from sbx1 (commit %.0f s, hosts %.0f s); inventory %s"
+          % (n, committed, time.monotonic() - t0 - committed, os.path.relpath(INVENTORY, ROOT)))
 
 
 def up(n):
@@ -364,12 +403,13 @@ def down():
         os.rmdir(STATE)
     if os.path.exists(INVENTORY):
         os.remove(INVENTORY)
+    run(["podman", "rmi", "-f", "-i", CLONE_IMAGE], check=False, timeout=300)
     print("sandbox down: removed %d host(s)" % len(names))
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=["up", "down", "stop", "start", "tmpfs", "status"])
+    p.add_argument("action", choices=["up", "down", "clone", "stop", "start", "tmpfs", "status"])
     p.add_argument("host", nargs="?")
     p.add_argument("path", nargs="?", help="tmpfs: mount point inside the host")
     p.add_argument("size", nargs="?", help="tmpfs: size (e.g. 1200m, 900000k) or off")
@@ -380,6 +420,8 @@ def main():
             up(a.hosts)
         elif a.action == "down":
             down()
+        elif a.action == "clone":
+            clone(a.hosts)
         elif a.action == "tmpfs":
             if not (a.host and a.path and a.size):
                 raise SandboxError("tmpfs needs HOST PATH SIZE, e.g. tmpfs sbx2 /srv/small 1200m")
