@@ -99,13 +99,9 @@ def containers():
     return result
 
 
-def key_path():
-    return os.path.join(STATE, "id_ed25519")
-
-
 def ensure_key():
     os.makedirs(STATE, mode=0o700, exist_ok=True)
-    key = key_path()
+    key = os.path.join(STATE, "id_ed25519")
     if not os.path.exists(key):
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpufleet-sandbox", "-f", key])
     with open(key + ".pub") as f:
@@ -210,7 +206,7 @@ def clone(n):
     if c is None or c.get("State") != "running":
         raise SandboxError("clone copies %s, which is %s: run `sandbox.py up` (and deploy it) first"
                            % (first, "missing" if c is None else c.get("State")))
-    dummy, pubkey = ensure_key()
+    key, pubkey = ensure_key()
     t0 = time.monotonic()
     run(["podman", "commit", "-q", "--change", 'LABEL %s' % LABEL, first, CLONE_IMAGE], timeout=900)
     committed = time.monotonic() - t0
@@ -221,7 +217,7 @@ def clone(n):
         create(name, i, CLONE_IMAGE)
         prepare(name, pubkey)
         hosts[host_name(i)] = wait_ssh(name, port_of(name))
-    publish(hosts, key_path())
+    publish(hosts, key)
     print("sandbox clone: sbx2..sbx%d copied from sbx1 (commit %.0f s, hosts %.0f s); inventory %s"
           % (n, committed, time.monotonic() - t0 - committed, os.path.relpath(INVENTORY, ROOT)))
 

@@ -27,8 +27,10 @@ description:
     on the workers' process sentinels, instead of looking for a free one every
     0.1 ms. With more hosts than forks, that wait was most of the controller's
     CPU in a fleet run.
-  - The collection's fleet playbooks (verify.yml, deploy.yml, rollback.yml)
-    use it for their per-host plays.
+  - Opt-in, for a run with more hosts than forks - C(strategy = gpufleet.inference.linear)
+    in ansible.cfg or E(ANSIBLE_STRATEGY). The collection's playbooks do not
+    set it - ansible-core 2.19 warns on every run that strategy plugins outside
+    ansible.builtin are deprecated.
 author:
   - gpufleet.inference maintainers (@gpufleet)
 version_added: "0.1.0"
