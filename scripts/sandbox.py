@@ -193,6 +193,28 @@ def create(name, i, image=IMAGE):
          "--systemd=always", "--stop-timeout", "5", image, "/sbin/init"])
 
 
+# inotify instances systemd and its services take in one sandbox host (64
+# running hosts held 384); the machine's fs.inotify.max_user_instances
+# (often 128) bounds how many hosts can start: past it a host's systemd never
+# finishes starting ("Too many open files") and sshd never comes up.
+INOTIFY_PER_HOST = 6
+INOTIFY_LIMIT = "/proc/sys/fs/inotify/max_user_instances"
+
+
+def check_inotify(n, limit_path=INOTIFY_LIMIT):
+    """Fail before any host is made when N hosts would not fit the inotify limit."""
+    try:
+        with open(limit_path) as fh:
+            limit = int(fh.read().strip())
+    except (OSError, ValueError):
+        return
+    need = n * INOTIFY_PER_HOST
+    if limit < need:
+        raise SandboxError("%d sandbox hosts need about %d inotify instances (%d each, for systemd), and "
+                           "fs.inotify.max_user_instances is %d: raise it first, e.g. "
+                           "`sysctl -w fs.inotify.max_user_instances=%d`" % (n, need, INOTIFY_PER_HOST, limit, need))
+
+
 def clone(n):
     """sbx2..sbxN anew, each a copy of sbx1's files as they are now: one
     podman commit of sbx1 (its upper layer becomes an image layer that every
@@ -201,6 +223,7 @@ def clone(n):
     port. Hosts above N are left as they are."""
     if n < 2:
         raise SandboxError("clone needs --hosts of at least 2, got %d" % n)
+    check_inotify(n)
     first = container(1)
     c = containers().get(first)
     if c is None or c.get("State") != "running":
@@ -225,6 +248,7 @@ def clone(n):
 def up(n):
     if n < 1:
         raise SandboxError("--hosts must be at least 1, got %d" % n)
+    check_inotify(n)
     key, pubkey = ensure_key()
     existing = containers()
     hosts = {}

@@ -15,8 +15,14 @@ stats); every task is a worker fork and a round of templating per host. Here:
    wording as gpufleet.inference.check_vars;
 2. where asked, directories that must exist and be writable on the host (one
    stat each, only for a non-empty path);
-3. gpufleet.inference.torch_verify, once;
-4. the summary every later step reads (passed, the link and its history, the
+3. where the Xid errors are read as root (verify_xid: become), one
+   gpufleet.inference.gpu_facts read with become for that read alone, its
+   answer handed to the verification (a become that fails is an answer that
+   says why, never a lost host);
+4. gpufleet.inference.torch_verify, once (with a model whose backends
+   qualified, it also writes the serving flags inside the venv: the only
+   write, and the only reason this task reports changed);
+5. the summary every later step reads (passed, the link and its history, the
    GPU and torch facts, the sgl_kernel marker...), returned in the result.
 
 A host lost during the verification is not dropped: the summary says
@@ -27,14 +33,27 @@ A verification that did not pass never fails this task either (the summary's
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import os
+import re
 
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
+from ansible import constants as C
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError, AnsibleUndefinedVariable
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import become_loader
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
+
+try:
+    from ansible.template import is_trusted_as_template
+except ImportError:  # ansible-core < 2.19: a string is a template unless marked unsafe
+    from ansible.utils.unsafe_proxy import AnsibleUnsafe
+
+    def is_trusted_as_template(value):
+        return isinstance(value, str) and not isinstance(value, AnsibleUnsafe)
 
 try:
     import yaml
@@ -82,8 +101,49 @@ ROLE_OPTIONS = {
         ("backend_required", "verify_backend_required", None),
         ("sglang_version", "verify_sglang_version", str),
         ("model_jit", "verify_model_jit", str),
+        # read (as the connecting user), become (as root, a read of its own here), off
+        ("xid", "verify_xid", str),
+        # the serving flags' file names inside the venv
+        ("serving_name", "verify_serving_name", str),
     ),
 }
+
+
+# "{{ name | default(literal) }}": how most of the verify role's defaults
+# take a fleet-wide variable. Compiling a template is most of what a
+# verification costs the controller (each host's task is a fresh fork: what
+# one compiles, the next compiles again), so _value renders this one form
+# itself, with Jinja's result: the variable's own value where it is defined,
+# else the literal. Anything else goes to the templar.
+_DEFAULT_OF = re.compile(r"\{\{-?\s*([A-Za-z_][A-Za-z0-9_]*)\s*\|\s*default\(\s*(.*?)\s*\)\s*-?\}\}", re.S)
+_JINJA_CONSTANTS = re.compile(r"\b(true|false|none)\b")
+_LITERAL_TYPES = (str, int, float, bool, type(None), list, dict)
+
+
+def default_of(raw):
+    """(name, literal) where raw is exactly "{{ name | default(literal) }}"
+    with a literal Python reads the same (a quoted string without quotes
+    inside, a number, true/false/none, a list or dict of those), else None."""
+    if not isinstance(raw, str) or not is_trusted_as_template(raw):
+        return None
+    match = _DEFAULT_OF.fullmatch(raw.strip())
+    if match is None:
+        return None
+    text = match.group(2)
+    if text[:1] in ("'", '"'):
+        # one plain string, nothing after it
+        if len(text) < 2 or text[-1] != text[0] or text[0] in text[1:-1] or "\\" in text:
+            return None
+        return match.group(1), text[1:-1]
+    if "'" in text or '"' in text:
+        return None
+    try:
+        literal = ast.literal_eval(_JINJA_CONSTANTS.sub(lambda m: m.group(1).capitalize(), text))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(literal, _LITERAL_TYPES):
+        return None
+    return match.group(1), literal
 
 
 def _convert(value, kind):
@@ -171,6 +231,20 @@ def summarize(res, link_default):
     }
 
 
+def xid_answer(res):
+    """The Xid answer of a gpu_facts read made as root, for torch_verify's
+    xid_answer: None on a host without GPUs (there is nothing to read), else
+    the read's own answer, or one that says why the log was not read."""
+    gpu = (res.get("ansible_facts") or {}).get("gpufleet_gpu")
+    if gpu is not None and gpu.get("present") is False:
+        return None
+    found = (gpu or {}).get("xid")
+    if isinstance(found, dict):
+        return found
+    return {"source": None, "events": [], "count": 0, "cursor": None,
+            "error": "the kernel log was not read as root: %s" % (res.get("msg") or "no answer")}
+
+
 def expect_deploy_key(summary, key, host):
     """deploy.yml's fast path: the verified venv must still carry the deploy
     key the run chose it for (another run may have switched the stable path
@@ -194,6 +268,7 @@ class ActionModule(ActionBase):
     _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify", "deploy_key", "from_role"))
     # this task's templated variables (an action object serves one host's task)
     _values = None
+    _rendering = frozenset()
 
     def _check(self, checks, task_vars):
         """Every error of every check group, types first (check_vars' wording)."""
@@ -226,9 +301,23 @@ class ActionModule(ActionBase):
     def _value(self, name, task_vars):
         """A task variable, templated once per task (the checks and the module read the same)."""
         if self._values is None:
-            self._values = {}
+            self._values, self._rendering = {}, set()
         if name not in self._values:
-            self._values[name] = self._templar.template(task_vars[name])
+            raw = task_vars[name]
+            simple = default_of(raw)
+            value = None
+            if simple is not None and simple[0] not in self._rendering:
+                self._rendering.add(name)
+                try:
+                    value = self._value(simple[0], task_vars) if simple[0] in task_vars else simple[1]
+                except AnsibleUndefinedVariable:
+                    # defined, but undefined once rendered: the templar says what Jinja makes of it
+                    simple = None
+                finally:
+                    self._rendering.discard(name)
+            else:
+                simple = None
+            self._values[name] = value if simple is not None else self._templar.template(raw)
         return self._values[name]
 
     def _role_options(self, role, task_vars):
@@ -264,6 +353,46 @@ class ActionModule(ActionBase):
             out.append("%s must be an existing directory that %s can write (got '%s': %s)" % (name, user, path, why))
         return out
 
+    @contextlib.contextmanager
+    def _as_root(self, task_vars):
+        """The task's connection with become for what runs inside, set up as
+        ansible-core sets it up for a task with become: true (the host's
+        ansible_become_method and its options), then as it was. A task that
+        already has become, or a host with ansible_become false, is left as
+        it is."""
+        previous = self._connection.become
+        wanted = task_vars.get("ansible_become")
+        if previous is not None or (wanted is not None and not boolean(self._templar.template(wanted), strict=False)):
+            yield
+            return
+        method = self._templar.template(task_vars.get("ansible_become_method") or self._task.become_method)
+        plugin = become_loader.get(method)
+        if plugin is None:
+            raise AnsibleActionFail("verify_host: ansible_become_method %r is not a become plugin "
+                                    "(ansible-doc -t become -l lists them)" % (method,))
+        keys = self._task.dump_attrs()
+        if self._play_context.become_pass:
+            keys["become_pass"] = self._play_context.become_pass
+        names = C.config.get_plugin_vars("become", plugin._load_name)
+        plugin.set_options(task_keys=keys, var_options=dict((name, self._templar.template(task_vars[name]))
+                                                            for name in names if name in task_vars))
+        self._connection.set_become_plugin(plugin)
+        try:
+            yield
+        finally:
+            self._connection.set_become_plugin(previous)
+
+    def _xid_as_root(self, task_vars):
+        """torch_verify's xid_answer from a gpu_facts read as root."""
+        try:
+            with self._as_root(task_vars):
+                res = self._execute_module(module_name="gpufleet.inference.gpu_facts", module_args={"xid": True},
+                                           task_vars=task_vars)
+        except AnsibleError as exc:
+            # a become that fails, or a host lost here: torch_verify's own run tells the latter
+            res = {"failed": True, "msg": str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}
+        return xid_answer(res)
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
@@ -284,6 +413,9 @@ class ActionModule(ActionBase):
             if errors:
                 result.update(failed=True, msg="; ".join(errors), argument_errors=errors)
                 return result
+            if verify.get("xid") == "become":
+                verify["xid"] = "off"
+                verify["xid_answer"] = self._xid_as_root(task_vars)
             res = self._execute_module(module_name=MODULE, module_args=verify, task_vars=task_vars)
         except AnsibleConnectionFailure as e:
             res = {"unreachable": True, "msg": str(e)}
@@ -302,5 +434,6 @@ class ActionModule(ActionBase):
         result.update(res)
         result.update(summary)
         result["verify_failed"] = failed
-        result["changed"] = False
+        # the serving flags written (or that would be, under check mode)
+        result["changed"] = bool(res.get("changed"))
         return result

@@ -12,7 +12,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
+import tempfile
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import backends, model_checks, model_profile
 
@@ -129,6 +131,58 @@ def judge(model, facts, params, numeric):
     facts['backends'] = record
     mismatches.extend('backends: %s' % problem for problem in selection['problems'])
     return mismatches
+
+
+def serving_files(facts):
+    """{'json': text, 'env': text}: the serving record and sglang's flags for
+    the serving unit (systemd's EnvironmentFile=), from a verification whose
+    backends were selected; None when there is nothing to write. Only what
+    changes with the flags or the verdicts is kept: reasons and errors vary
+    run by run and stay in the report."""
+    chosen = facts.get('backends') or {}
+    if chosen.get('status') != 'selected':
+        return None
+    model = facts.get('model') or {}
+    record = {'model': model.get('name'), 'tp': model.get('tp'), 'precision': model.get('precision'),
+              'model_shapes': model.get('shapes'), 'sglang_version': chosen.get('sglang_version'),
+              'source': chosen.get('source'), 'flags': chosen.get('flags') or {}, 'args': chosen.get('args'),
+              'verdicts': chosen.get('verdicts') or {}}
+    return {'json': json.dumps(record, indent=4, sort_keys=True, separators=(',', ': ')) + '\n',
+            'env': chosen.get('env') or ''}
+
+
+def write_serving(venv, name, files, check_mode=False):
+    """Write <venv>/<name>.json and <venv>/<name>.env (mode 0644, each
+    atomically: a temporary file beside it, then a rename) where their
+    content differs. {'paths': [...], 'changed': [paths written or that would
+    be], 'error': None or why a file could not be written}."""
+    out = {'paths': [], 'changed': [], 'error': None}
+    for ext in ('json', 'env'):
+        path = os.path.join(venv, '%s.%s' % (name, ext))
+        out['paths'].append(path)
+        try:
+            with open(path, 'r') as handle:
+                if handle.read() == files[ext]:
+                    continue
+        except (IOError, OSError, UnicodeDecodeError):
+            pass
+        out['changed'].append(path)
+        if check_mode:
+            continue
+        tmp = None
+        try:
+            handle, tmp = tempfile.mkstemp(prefix='.%s.' % name, dir=venv)
+            with os.fdopen(handle, 'w') as stream:
+                stream.write(files[ext])
+            os.chmod(tmp, 0o644)
+            os.rename(tmp, path)
+        except (IOError, OSError) as exc:
+            if tmp and os.path.exists(tmp):
+                os.unlink(tmp)
+            out['error'] = 'serving flags: expected to write %s, found %s' % (path, exc)
+            out['changed'].remove(path)
+            break
+    return out
 
 
 def probe_params(model, params):

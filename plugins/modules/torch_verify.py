@@ -414,6 +414,16 @@ options:
       - The answer of an Xid read made before this module (P(gpufleet.inference.gpu_facts#module) with
         O(gpufleet.inference.gpu_facts#module:xid=true) and become, where only root can read the kernel log), used as is.
     type: dict
+  serving_name:
+    description:
+      - With O(model) and O(link), where the verification passed and every needed backend family qualified
+        (C(backends.status) V(selected)), write the serving flags inside the verified venv - C(<venv>/<name>.json) (the
+        model, its shard shapes, the flags and per GPU model each backend's verdict) and C(<venv>/<name>.env)
+        (C(SGLANG_ARGS="--moe-runner-backend ..."), for systemd's C(EnvironmentFile=)) - each only where its content
+        changed (then the module reports changed; under check mode it only says so). A host that did not pass keeps the
+        files of its last pass. A file name, without C(/). Empty - nothing is written.
+    type: str
+    default: ''
   model_jit:
     description:
       - V(cache_only) - a flashinfer module missing from the prebuilt JIT cache is never compiled during verification
@@ -507,6 +517,13 @@ busy_refused:
   description: With O(mode=full), whether the module refused the host before any CUDA work because a GPU was busy.
   returned: when it refused
   type: bool
+serving_files:
+  description:
+    - With O(serving_name), the serving files - C(paths) (both), C(changed) (those written, or that would be under check
+      mode) and C(error) (why one could not be written; that fails the host).
+  returned: when O(serving_name) was given and the backends were selected
+  type: dict
+  sample: {paths: [/home/deploy/ml-env/gpufleet-serving.json, /home/deploy/ml-env/gpufleet-serving.env], changed: [], error: null}
 mismatches:
   description: 'Every failed check, as C(name: expected X, found Y); empty on success.'
   returned: always
@@ -972,6 +989,7 @@ def main():
             model_jit=dict(type='str', choices=list(model_verify.JIT_MODES), default='cache_only'),
             xid=dict(type='str', choices=['read', 'off'], default='off'),
             xid_answer=dict(type='dict'),
+            serving_name=dict(type='str', default=''),
         ),
         required_one_of=[['python', 'link']],
         mutually_exclusive=[['python', 'link']],
@@ -1048,6 +1066,10 @@ def main():
     if problem:
         module.fail_json(msg=problem, probed=False, **extra)
 
+    if params['serving_name'] and (not params['link'] or '/' in params['serving_name']
+                                   or params['serving_name'] in ('.', '..')):
+        module.fail_json(msg='serving_name: expected a file name without "/" (with link), found %r%s'
+                         % (params['serving_name'], '' if params['link'] else ' without link'), probed=False, **extra)
     for name in params['markers']:
         if not name or os.path.isabs(name) or '..' in name.split('/'):
             module.fail_json(msg='markers: expected relative paths under the venv without "..", found %r' % name,
@@ -1160,7 +1182,16 @@ def main():
         problem = keep_proof(module, params, extra['link'], facts, gpu_facts)
         if problem:
             mismatches.append(problem)
-    result = dict(changed=False, mismatches=mismatches, probed=True, ansible_facts=dict(facts_out, gpufleet_torch=facts), **extra)
+    changed = False
+    files = model_verify.serving_files(facts) if params['serving_name'] and not mismatches else None
+    if files is not None:
+        # the verification's only write: a host that failed keeps the files of its last pass
+        extra['serving_files'] = model_verify.write_serving(extra['link']['target'], params['serving_name'], files,
+                                                            module.check_mode)
+        changed = bool(extra['serving_files']['changed'])
+        if extra['serving_files']['error']:
+            mismatches.append(extra['serving_files']['error'])
+    result = dict(changed=changed, mismatches=mismatches, probed=True, ansible_facts=dict(facts_out, gpufleet_torch=facts), **extra)
     if mismatches:
         module.fail_json(msg='%d check(s) failed for %s: %s' % (len(mismatches), python, '; '.join(mismatches)),
                          rc=rc, stderr=err, cmd=cmd, **result)

@@ -451,11 +451,15 @@ def test_a_serving_gpu_is_skipped_refused_or_drained_never_disturbed(fleet):
         serving(inv, "sbx3", "started")
         pid = serving_pid(inv, "sbx3")
         assert pid > 0
-        # auto, the default (in_service is the same on this one busy GPU: unit tables and the H200 evidence)
-        rc, out, stats = play(fleet, VERIFY, limit="sbx3", extra={"gpufleet_expect": expect})
+        # auto, the default (in_service is the same on this one busy GPU: unit tables and the H200 evidence);
+        # the Xid read as root with a become that cannot work: the read says why, and the verification
+        # itself, as the deploy user, is not touched by it
+        rc, out, stats = play(fleet, VERIFY, limit="sbx3", extra={"gpufleet_expect": expect, "gpufleet_xid": "become",
+                                                                  "ansible_become_exe": "/bin/false"})
         assert rc == 0, out[-4000:]
         row = rows(fleet)["sbx3"]
         assert row["status"] == "ok", row["drift"]
+        assert row["xid"]["read"] is False and row["xid"]["error"].startswith("the kernel log was not read as root: "), row["xid"]
         skipped = row["gpu_use"]["skipped"]
         assert skipped and skipped[0]["gpu"] == 0 and ("busy (pid %d /usr/bin/python3" % pid) in skipped[0]["reason"], skipped
         assert row["gpus"][0]["processes"][0]["pid"] == pid

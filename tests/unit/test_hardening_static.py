@@ -9,7 +9,8 @@
 - become: no play, role or include with become; every task that runs as root
   is one of an allow-listed set of purposes (system packages, the loader
   cache, files under system locations); every other escalation drops to the
-  deploy user.
+  deploy user; an action plugin that escalates for a module run of its own
+  is allow-listed with its purpose.
 - ansible-lint runs the production profile with no skipped rules and no noqa,
   and one waiver for one file (LINT_WAIVERS, with its reason); ansible-test
   sanity runs with no ignore files.
@@ -361,8 +362,13 @@ ROOT_MODULES = {"apt": "system packages", "package": "system packages"}
 OPERATOR_ROOT_TASKS = {
     "roles/fleet/tasks/hook.yml: Serving | Run the hook command as root ({{ fleet_hook_action }})":
         "the drain/return hook (gpufleet_drain_hook, a scheduler's admin command), only with gpufleet_hook_become",
-    "roles/verify/tasks/host.yml: Verify | Read the Xid errors of the kernel log as root":
-        "the kernel log where only root may read it (read-only gpu_facts), only with gpufleet_xid: become",
+}
+# Action plugins that escalate for one module run of their own (they set a
+# become plugin on the task's connection, then put back what it had), with
+# what for.
+ROOT_ACTIONS = {
+    "plugins/action/verify_host.py":
+        "the kernel log where only root may read it (read-only gpu_facts xid: true), only with gpufleet_xid: become",
 }
 # Modules that act on paths as root; the keys that name the paths.
 PATH_KEYS = {"copy": ("dest",), "template": ("dest",), "file": ("path", "dest"), "find": ("paths",),
@@ -604,6 +610,27 @@ def test_pip_requirement_lists_are_pinned():
 
 def test_become_only_where_root_is_needed():
     assert collection_become_problems() == []
+
+
+def escalating_actions(root):
+    """The action plugins under root that set a become plugin themselves."""
+    found = set()
+    for path in sorted(glob.glob(os.path.join(root, "plugins", "action", "*.py"))):
+        with open(path, encoding="utf-8") as handle:
+            if "set_become_plugin(" in handle.read():
+                found.add(os.path.relpath(path, root))
+    return found
+
+
+def test_actions_escalate_only_where_listed():
+    assert escalating_actions(ROOT) == set(ROOT_ACTIONS)
+
+
+def test_self_escalating_action_is_caught(tmp_path):
+    (tmp_path / "plugins" / "action").mkdir(parents=True)
+    (tmp_path / "plugins" / "action" / "quiet.py").write_text("x = 1\n")
+    (tmp_path / "plugins" / "action" / "sneaky.py").write_text("self._connection.set_become_plugin(plugin)\n")
+    assert escalating_actions(str(tmp_path)) == {"plugins/action/sneaky.py"}
 
 
 def test_the_become_allow_list_is_in_use():

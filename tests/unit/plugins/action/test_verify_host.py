@@ -8,7 +8,7 @@ __metaclass__ = type
 from unittest.mock import MagicMock
 
 import pytest
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
 from ansible.template import Templar
@@ -207,3 +207,128 @@ def test_a_value_the_module_cannot_take_names_the_variable():
     with pytest.raises(AnsibleActionFail, match="verify_timeout must be an integer"):
         act.run(task_vars={"verify_venv_link": "~/ml-env", "verify_timeout": "soon"})
     assert calls == []
+
+
+GPU_FACTS = "gpufleet.inference.gpu_facts"
+XID = {"source": "journald", "events": [], "count": 0, "cursor": {"boot_id": "b", "monotonic_us": 1}, "error": None}
+
+
+def xid_action(gpu_facts_result, task_vars):
+    act, calls = action({"from_role": "verify", "verify": {"gpu": True}},
+                        {GPU_FACTS: gpu_facts_result, verify_host.MODULE: GOOD})
+    act._task.become_method = "sudo"
+    act._task.dump_attrs.return_value = {"become_user": None, "become_flags": None, "become_exe": None}
+    act._connection.become = None
+    seen = []
+    real = act._execute_module
+
+    def execute(module_name, module_args, task_vars):
+        seen.append((module_name, act._connection.become))
+        return real(module_name, module_args, task_vars)
+
+    act._execute_module = execute
+    act._connection.set_become_plugin.side_effect = lambda plugin: setattr(act._connection, "become", plugin)
+    res = act.run(task_vars=dict({"verify_venv_link": "~/ml-env", "verify_xid": "become"}, **task_vars))
+    return res, calls, seen, act
+
+
+def test_xid_become_reads_the_log_as_root_for_that_read_alone():
+    res, calls, seen, act = xid_action({"ansible_facts": {"gpufleet_gpu": {"present": True, "xid": XID}}}, {})
+    assert not res.get("failed"), res.get("msg")
+    # the read with a sudo become plugin, the verification without it, and the connection as it was
+    assert [name for name, dummy in seen] == [GPU_FACTS, verify_host.MODULE]
+    assert seen[0][1].name == "sudo" and seen[0][1].get_option("become_user") == "root"
+    assert seen[1][1] is None and act._connection.become is None
+    assert calls[0][1] == {"xid": True}
+    assert calls[1][1]["xid"] == "off" and calls[1][1]["xid_answer"] == XID
+
+
+def test_xid_become_that_fails_is_an_answer_that_says_why():
+    res, calls, seen, act = xid_action(AnsibleConnectionFailure("Timeout (12s) waiting for privilege escalation prompt"), {})
+    assert not res.get("failed") and act._connection.become is None
+    answer = calls[-1][1]["xid_answer"]
+    assert answer["events"] == [] and answer["cursor"] is None
+    assert answer["error"] == ("the kernel log was not read as root: "
+                               "Timeout (12s) waiting for privilege escalation prompt")
+    res, calls, seen, act = xid_action({"failed": True, "msg": "Missing sudo password"}, {})
+    assert calls[-1][1]["xid_answer"]["error"] == "the kernel log was not read as root: Missing sudo password"
+
+
+def test_xid_become_on_a_host_without_gpus_or_with_become_off():
+    res, calls, seen, act = xid_action({"ansible_facts": {"gpufleet_gpu": {"present": False}}}, {})
+    assert calls[-1][1]["xid_answer"] is None
+    # ansible_become false on the host: the read is made as it is, without become
+    res, calls, seen, act = xid_action({"ansible_facts": {"gpufleet_gpu": {"present": True, "xid": XID}}},
+                                       {"ansible_become": "false"})
+    assert seen[0] == (GPU_FACTS, None) and calls[-1][1]["xid_answer"] == XID
+
+
+def test_the_task_is_changed_only_where_the_module_wrote_the_serving_flags():
+    act, calls = action({"verify": {"link": "~/ml-env"}}, {verify_host.MODULE: dict(GOOD, changed=True)})
+    assert act.run(task_vars={})["changed"] is True
+    act, calls = action({"verify": {"link": "~/ml-env"}}, {verify_host.MODULE: GOOD})
+    assert act.run(task_vars={})["changed"] is False
+
+
+try:
+    from ansible.template import trust_as_template
+    HAS_TRUST = True
+except ImportError:  # ansible-core < 2.19: every string is a template
+    HAS_TRUST = False
+
+    def trust_as_template(value):
+        return value
+
+
+@pytest.mark.parametrize("raw, found", [
+    ("{{ gpufleet_xid | default('read') }}", ("gpufleet_xid", "read")),
+    ("{{gpufleet_tp_size|default(1)}}", ("gpufleet_tp_size", 1)),
+    ("{{ gpufleet_collectives_sizes_mib | default([1, 16, 64]) }}", ("gpufleet_collectives_sizes_mib", [1, 16, 64])),
+    ("{{ gpufleet_backend_families | default(none) }}", ("gpufleet_backend_families", None)),
+    ("{{ gpufleet_verify_smoke | default(true) }}", ("gpufleet_verify_smoke", True)),
+    ("{{ gpufleet_model_config | default({}) }}", ("gpufleet_model_config", {})),
+    # anything else is the templar's
+    ("{{ gpufleet_imports | default([], true) }}", None),
+    ("{{ gpufleet_xid | default('read') | upper }}", None),
+    ("{{ a | default('it''s') }}", None),
+    ("{{ a | default(['x']) }}", None),
+    ("{{ a | default(b) }}", None),
+    ("{{ a }}", None),
+    ("prefix {{ a | default(1) }}", None),
+    ("read", None),
+    (3, None),
+])
+def test_the_one_default_form_rendered_without_jinja(raw, found):
+    assert verify_host.default_of(trust_as_template(raw) if isinstance(raw, str) else raw) == found
+
+
+def test_an_untrusted_string_is_never_rendered():
+    if not HAS_TRUST:
+        pytest.skip("no template trust before ansible-core 2.19")
+    assert verify_host.default_of("{{ gpufleet_xid | default('read') }}") is None
+
+
+@pytest.mark.parametrize("task_vars", [
+    {},
+    {"gpufleet_xid": "become", "gpufleet_tp_size": 8, "gpufleet_verify_smoke": False, "gpufleet_backend_families": []},
+    # the fleet-wide variable itself a template, and one the default form again
+    {"gpufleet_xid": "{{ 'o' ~ 'ff' }}", "gpufleet_tp_size": "{{ other | default(4) }}", "other": 2},
+    # defined but undefined once rendered: the templar answers
+    {"gpufleet_xid": "{{ nowhere }}"},
+])
+def test_the_default_form_gives_what_the_templar_gives(task_vars):
+    role_vars = {"verify_xid": "{{ gpufleet_xid | default('read') }}", "verify_tp_size": "{{ gpufleet_tp_size | default(1) }}",
+                 "verify_smoke": "{{ gpufleet_verify_smoke | default(true) }}",
+                 "verify_backend_families": "{{ gpufleet_backend_families | default(none) }}"}
+    variables = dict((k, trust_as_template(v) if isinstance(v, str) else v)
+                     for k, v in dict(task_vars, **role_vars).items())
+    act, dummy = action({"verify": {"link": "x"}}, {})
+    act._templar = Templar(loader=DataLoader(), variables=variables)
+    for name in role_vars:
+        try:
+            expected = act._templar.template(variables[name])
+        except AnsibleError as exc:
+            with pytest.raises(type(exc)):
+                act._value(name, variables)
+            continue
+        assert act._value(name, variables) == expected, name

@@ -189,3 +189,46 @@ def test_an_unreadable_config_names_the_file(tmp_path, monkeypatch):
     model, errors = mv.resolve(params(model=str(path)))
     assert model is None
     assert errors == ["gpufleet_model: cannot read %s: [Errno 13] Permission denied: '%s'" % (path, path)], errors
+
+
+def _selected_facts():
+    model, dummy = mv.resolve(params(model='qwen3-30b-a3b'))
+    facts = {'model_checks': [entry('model.gemm.bf16', 'ok'), entry('moe.flashinfer_cutlass.bf16', 'ok')]}
+    assert mv.judge(model, facts, params(), True) == []
+    return facts
+
+
+def test_the_serving_files_hold_the_flags_and_the_verdicts_only_when_selected():
+    facts = _selected_facts()
+    files = mv.serving_files(facts)
+    record = json.loads(files['json'])
+    assert record['model'] == 'qwen3-30b-a3b' and record['tp'] == 1 and record['precision'] == facts['model']['precision']
+    assert record['flags'] == {'moe_runner': 'flashinfer_cutlass'}
+    assert record['args'] == '--moe-runner-backend flashinfer_cutlass'
+    assert record['verdicts'] == {'NVIDIA H200 / moe_runner / flashinfer_cutlass': 'qualified'}
+    assert 'qualification' not in record and 'problems' not in record
+    assert files['json'].endswith('}\n') and files['env'] == facts['backends']['env']
+    failed = dict(facts, backends=dict(facts['backends'], status='failed'))
+    assert mv.serving_files(failed) is None and mv.serving_files({}) is None
+
+
+def test_the_serving_files_are_written_once_then_left_and_check_mode_writes_nothing(tmp_path):
+    files = mv.serving_files(_selected_facts())
+    venv = str(tmp_path)
+    paths = [os.path.join(venv, 'gpufleet-serving.json'), os.path.join(venv, 'gpufleet-serving.env')]
+    assert mv.write_serving(venv, 'gpufleet-serving', files, check_mode=True) == {
+        'paths': paths, 'changed': paths, 'error': None}
+    assert sorted(os.listdir(venv)) == []
+    assert mv.write_serving(venv, 'gpufleet-serving', files)['changed'] == paths
+    assert open(paths[1]).read() == files['env'] and oct(os.stat(paths[0]).st_mode & 0o777) == '0o644'
+    assert mv.write_serving(venv, 'gpufleet-serving', files)['changed'] == []
+    other = dict(files, env='SGLANG_ARGS=""\n')
+    assert mv.write_serving(venv, 'gpufleet-serving', other)['changed'] == [paths[1]]
+    assert sorted(os.listdir(venv)) == ['gpufleet-serving.env', 'gpufleet-serving.json']
+
+
+def test_a_serving_file_that_cannot_be_written_says_which_and_why(tmp_path):
+    files = mv.serving_files(_selected_facts())
+    out = mv.write_serving(str(tmp_path / 'gone'), 'gpufleet-serving', files)
+    assert out['changed'] == [] and out['error'].startswith(
+        'serving flags: expected to write %s, found ' % (tmp_path / 'gone' / 'gpufleet-serving.json'))

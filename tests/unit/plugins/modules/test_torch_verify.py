@@ -99,3 +99,55 @@ def test_link_that_is_a_real_directory_is_refused(tmp_path, monkeypatch):
 def test_python_or_link(params, text, monkeypatch):
     result, calls = run_case(torch_verify.main, _link_case(params), monkeypatch)
     assert result['failed'] and text in result['msg']
+
+
+# serving_name=...: the serving flags written inside the verified venv, only
+# after a pass with the backends selected.
+
+def _serving_case(tmp_path, monkeypatch, status='selected', probe=True, **extra):
+    from ansible_collections.gpufleet.inference.plugins.module_utils import model_verify
+
+    def judge(model, facts, params, numeric):
+        facts['model'] = {'name': 'qwen3-30b-a3b', 'precision': 'bf16', 'tp': 1, 'shapes': {}, 'families': []}
+        facts['backends'] = {'status': status, 'flags': {}, 'args': '', 'env': 'SGLANG_ARGS=""\n', 'verdicts': {},
+                             'sglang_version': '0.5.23', 'source': 'x'}
+        return [] if status == 'selected' else ['backends: no moe_runner backend qualified']
+
+    monkeypatch.setattr(model_verify, 'judge', judge)
+    active = str(tmp_path / 'ml-env-b')
+    if not os.path.isdir(active):
+        _venv(active)
+        os.symlink(active, str(tmp_path / 'ml-env'))
+    params = dict({'link': str(tmp_path / 'ml-env'), 'model': 'qwen3-30b-a3b', 'serving_name': 'gpufleet-serving'},
+                  **extra)
+    case = _link_case(params, [{'command_startswith': [active + '/bin/python', '-I', '-c'],
+                                'out_fixture': 'probe-cpu-torch-2.13.0.json'}] if probe else [])
+    result, dummy = run_case(torch_verify.main, case, monkeypatch)
+    return result, active
+
+
+def test_a_pass_with_the_backends_selected_writes_the_serving_files_once(tmp_path, monkeypatch):
+    result, active = _serving_case(tmp_path, monkeypatch, _ansible_check_mode=True)
+    assert not result.get('failed') and result['changed'] is True and os.listdir(active) == ['bin']
+    result, active = _serving_case(tmp_path, monkeypatch)
+    written = [os.path.join(active, 'gpufleet-serving.json'), os.path.join(active, 'gpufleet-serving.env')]
+    assert not result.get('failed') and result['changed'] is True
+    assert result['serving_files'] == {'paths': written, 'changed': written, 'error': None}
+    assert json.load(open(written[0]))['model'] == 'qwen3-30b-a3b' and open(written[1]).read() == 'SGLANG_ARGS=""\n'
+    result, active = _serving_case(tmp_path, monkeypatch)
+    assert result['changed'] is False and result['serving_files']['changed'] == []
+
+
+def test_a_host_that_did_not_pass_keeps_the_serving_files_of_its_last_pass(tmp_path, monkeypatch):
+    _serving_case(tmp_path, monkeypatch)
+    before = open(str(tmp_path / 'ml-env-b' / 'gpufleet-serving.json')).read()
+    result, active = _serving_case(tmp_path, monkeypatch, status='failed')
+    assert result['failed'] and result['changed'] is False and 'serving_files' not in result
+    assert open(os.path.join(active, 'gpufleet-serving.json')).read() == before
+
+
+@pytest.mark.parametrize('name', ['../x', 'a/b', '..'])
+def test_a_serving_name_that_is_not_a_file_name_is_refused(tmp_path, monkeypatch, name):
+    result, active = _serving_case(tmp_path, monkeypatch, probe=False, serving_name=name)
+    assert result['failed'] and result['msg'].startswith('serving_name: expected a file name without "/"')
+    assert os.listdir(active) == ['bin']
