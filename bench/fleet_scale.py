@@ -26,7 +26,14 @@ own `import torch`) is not in the figure. Every figure is the median over
 the pairs; the ratios are taken pair by pair. The controller's free memory
 (MemAvailable, its lowest while each side ran) is printed beside them.
 
-    bench/fleet_scale.py [--runs 3] [--sizes 16,32,64] [--setup-hosts N]
+    bench/fleet_scale.py [--runs 3] [--sizes 16,32,64] [--setup-hosts N | --no-setup]
+                         [--masters cold|shared] [--ssh-option KexAlgorithms=curve25519-sha256]
+
+By default no timed ansible-playbook finds a live ssh control master (each
+gets a control path directory of its own): every run pays one key exchange
+per host, as the loop does, whatever ran before it. With --masters shared a
+run reuses the masters an earlier one left alive (ansible.cfg keeps them
+60 s), which makes its figure depend on how long the runs between took.
 
 It brings the sandbox up with one host, deploys it (not timed), then makes
 the other hosts copies of it (scripts/sandbox.py clone): every timed deploy
@@ -43,9 +50,11 @@ controller CPU per host at 64 hosts, a cost per host that does not grow from
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -58,10 +67,27 @@ PROBE = ("import torch, flashinfer, sgl_kernel; "
          "print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.cuda.device_count())")
 
 
+# How each timed ansible-playbook finds the ssh control masters (--masters):
+# "cold" gives every command a control path directory of its own, so that it
+# starts none warm (one key exchange per host, as a run from cron minutes
+# after the last; the loop's plain ssh pays one per host too); "shared" keeps
+# ansible's default directory, where a master that a run before left alive
+# (ControlPersist) is reused, and whether it is depends on how long the runs
+# between took. SSH_OPTIONS (--ssh-option) go to both sides' ssh.
+MASTERS = {"mode": "cold", "dirs": []}
+SSH_OPTIONS = []
+
+
 def env():
     out = dict(os.environ)
     out["PATH"] = BIN + os.pathsep + out.get("PATH", "")
     out["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
+    if MASTERS["mode"] == "cold":
+        # short: a control socket's path must fit 108 bytes
+        MASTERS["dirs"].append(tempfile.mkdtemp(prefix="gpufleet-cp-"))
+        out["ANSIBLE_SSH_CONTROL_PATH_DIR"] = MASTERS["dirs"][-1]
+    if SSH_OPTIONS:
+        out["ANSIBLE_SSH_EXTRA_ARGS"] = " ".join("-o " + o for o in SSH_OPTIONS)
     return out
 
 
@@ -155,10 +181,10 @@ def ssh_loop_script(names, hostvars, n, parallel):
     with open(script, "w") as f:
         f.write("""#!/bin/bash
 set -euo pipefail
-xargs -P %d -L 1 sh -c 'ssh -o BatchMode=yes -o UserKnownHostsFile="$4" -i "$3" -p "$0" "$1@$2" \\
+xargs -P %d -L 1 sh -c 'ssh -o BatchMode=yes%s -o UserKnownHostsFile="$4" -i "$3" -p "$0" "$1@$2" \\
   "~/ml-env/bin/python -c \\"%s\\""' \\
   < %s
-""" % (parallel, PROBE, listing))
+""" % (parallel, "".join(" -o " + o for o in SSH_OPTIONS), PROBE, listing))
     os.chmod(script, 0o755)
     return [script]
 
@@ -233,7 +259,24 @@ def main():
     p.add_argument("--sizes", default="16,32,64")
     p.add_argument("--setup-hosts", type=int, default=0,
                    help="deploy only the first N of hosts already up (default: deploy sbx1, clone it to the largest size)")
+    p.add_argument("--no-setup", action="store_true",
+                   help="use the hosts that are up as they are (they must carry a stack, e.g. from a run before)")
+    p.add_argument("--masters", choices=("cold", "shared"), default="cold",
+                   help="cold: no timed run finds a live ssh control master (default); shared: ansible's default "
+                        "control path, reused where a master of an earlier run is still alive")
+    p.add_argument("--ssh-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an ssh -o option for both sides, e.g. KexAlgorithms=curve25519-sha256 (repeatable)")
     a = p.parse_args()
+    MASTERS["mode"] = a.masters
+    SSH_OPTIONS.extend(a.ssh_option)
+    try:
+        measure(a)
+    finally:
+        for d in MASTERS["dirs"]:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def measure(a):
     sizes = sorted(int(s) for s in a.sizes.split(","))
     os.makedirs(WORK, exist_ok=True)
     log = os.path.join(WORK, "runs.log")
@@ -241,7 +284,11 @@ def main():
     setup = os.path.join(WORK, "setup.log")
     open(setup, "w").close()
     print("controller before the sandbox: MemAvailable %d MiB" % mem_available_mib())
-    if a.setup_hosts:
+    if a.no_setup:
+        names, hostvars = hosts()
+        if len(names) < sizes[-1]:
+            raise SystemExit("--no-setup: %d hosts are up, %d needed" % (len(names), sizes[-1]))
+    elif a.setup_hosts:
         sandbox("up", "--hosts", str(sizes[-1]))
         names, hostvars = hosts()
         wall, dummy, rc, dummy = timed(playbook("deploy.yml", names, a.setup_hosts, "setup"), setup)
@@ -260,6 +307,7 @@ def main():
     print("controller with %d hosts up: MemAvailable %d MiB" % (len(names), mem_available_mib()))
 
     parallel = forks()
+    print("ssh control masters: %s%s" % (a.masters, "; ssh options: " + " ".join(SSH_OPTIONS) if SSH_OPTIONS else ""))
     print("\n== verify.yml (A) vs a parallel ssh loop (B, %d at once), %d pairs each, medians" % (parallel, a.runs))
     print("%5s | %12s %12s | %13s %13s | %10s | %s" % ("hosts", "verify wall", "loop wall", "verify cpu/h",
                                                        "loop cpu/h", "wall A/B", "lowest free MiB (A)"))

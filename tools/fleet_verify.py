@@ -57,11 +57,16 @@ from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_report im
     summary_table,
 )
 
-# The task every host passes through last (roles/fleet/tasks/finish.yml); a host
-# is done when it reaches it or when its connection is lost. The hosts of the
-# run are those with an event in the verification play (its first task runs
-# on every host before the second starts).
-FINISH_PREFIX = "Finish |"
+# A host is done when the fleet report has judged it: the report's task
+# (roles/fleet/tasks/report.yml, once per play or serial batch) returns each
+# host's verdict (fail or not) in its result, and the finish only acts on it;
+# a host that passed with nothing to put in place has no finish task at all
+# (a meta task ends it). The finish task's own result counts too, for a host
+# the report left out, and so does a lost connection. The hosts of the run
+# are those with an event in the verification play (its first task runs on
+# every host before the second starts).
+REPORT_PREFIX = "Report | Write the fleet report"
+FINISH_TASK = "Finish | Put the host's metrics in place"
 VERIFY_PLAY = "Verify the fleet"
 
 
@@ -83,6 +88,11 @@ class Progress:
                               % (time.monotonic() - self.started, len(self.done), total, host, how))
             self.stream.flush()
 
+    def _finish(self, host, how):
+        if host not in self.done:
+            self.done[host] = how
+            self._print(host, how)
+
     def __call__(self, event):
         data = event.get("event_data") or {}
         host = data.get("host")
@@ -94,13 +104,15 @@ class Progress:
             task = (data.get("task") or "").split(" : ", 1)[-1]
             if data.get("play") == VERIFY_PLAY and kind.startswith("runner_on_"):
                 self.hosts.add(host)
-            if kind == "runner_on_unreachable" and host not in self.done:
-                self.done[host] = "unreachable"
-                self._print(host, "unreachable")
-            elif task.startswith(FINISH_PREFIX) and kind in ("runner_on_ok", "runner_on_skipped", "runner_on_failed") \
-                    and host not in self.done:
-                self.done[host] = "ok" if kind != "runner_on_failed" else "not ok"
-                self._print(host, self.done[host])
+            if kind == "runner_on_unreachable":
+                self._finish(host, "unreachable")
+            elif task.startswith(REPORT_PREFIX) and kind == "runner_on_ok":
+                verdicts = (data.get("res") or {}).get("finish") or {}
+                for name in sorted(set(verdicts) & self.hosts):
+                    entry = verdicts[name] if isinstance(verdicts[name], dict) else {}
+                    self._finish(name, "not ok" if entry.get("fail", True) else "ok")
+            elif task.startswith(FINISH_TASK) and kind in ("runner_on_ok", "runner_on_failed"):
+                self._finish(host, "ok" if kind == "runner_on_ok" else "not ok")
         return True
 
 

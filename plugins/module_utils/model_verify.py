@@ -14,9 +14,8 @@ __metaclass__ = type
 
 import json
 import os
-import tempfile
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import backends, model_checks, model_profile
+from ansible_collections.gpufleet.inference.plugins.module_utils import atomic_file, backends, model_checks, model_profile
 
 JIT_MODES = ('cache_only', 'allow')
 # The family each kind of model needs flags for.
@@ -169,16 +168,9 @@ def write_serving(venv, name, files, check_mode=False):
         out['changed'].append(path)
         if check_mode:
             continue
-        tmp = None
         try:
-            handle, tmp = tempfile.mkstemp(prefix='.%s.' % name, dir=venv)
-            with os.fdopen(handle, 'w') as stream:
-                stream.write(files[ext])
-            os.chmod(tmp, 0o644)
-            os.rename(tmp, path)
+            atomic_file.write_text(path, files[ext], mode=0o644, prefix='.%s.' % name)
         except (IOError, OSError) as exc:
-            if tmp and os.path.exists(tmp):
-                os.unlink(tmp)
             out['error'] = 'serving flags: expected to write %s, found %s' % (path, exc)
             out['changed'].remove(path)
             break

@@ -23,8 +23,9 @@ __metaclass__ = type
 
 import json
 import os
-import tempfile
 import time
+
+from ansible_collections.gpufleet.inference.plugins.module_utils import atomic_file
 
 VERSION = 1
 KEEP_STACKS = 4
@@ -127,17 +128,7 @@ def update(record, stack, devices, now=None, mode=''):
 
 def write(path, record):
     """Atomically (a temporary file in the same directory, then a rename)."""
-    directory = os.path.dirname(path) or '.'
-    handle, tmp = tempfile.mkstemp(prefix='.proof-', dir=directory)
-    try:
-        with os.fdopen(handle, 'w') as out:
-            json.dump(record, out, indent=1, sort_keys=True)
-            out.write('\n')
-        os.rename(tmp, path)
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_file.write_text(path, json.dumps(record, indent=1, sort_keys=True) + '\n', mode=None, prefix='.proof-')
 
 
 def format_age(seconds):

@@ -21,9 +21,8 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import xid as xids
+from ansible_collections.gpufleet.inference.plugins.module_utils import atomic_file, xid as xids
 from ansible_collections.gpufleet.inference.plugins.module_utils.freeze import canonical_name, parse_freeze
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import part_name_error
@@ -944,15 +943,6 @@ def render(report, kind):
     return _env().get_template("report.%s.j2" % kind).render(report=report, tracked=TRACKED)
 
 
-def _atomic_write(path, text):
-    d = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def write_report(report, out_dir, keep_history=20):
     """Write the three renderings (atomically) and keep the JSON of past runs."""
     os.makedirs(out_dir, exist_ok=True)
@@ -961,22 +951,22 @@ def write_report(report, out_dir, keep_history=20):
     paths = {}
     text = json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
     stamp = report["generated"].replace(":", "").replace("-", "")
-    _atomic_write(os.path.join(hist, "%s-%s.json" % (stamp, report["mode"])), text)
+    atomic_file.write_text(os.path.join(hist, "%s-%s.json" % (stamp, report["mode"])), text)
     old = sorted(f for f in os.listdir(hist) if f.endswith(".json"))
     for f in old[: max(0, len(old) - keep_history)]:
         os.unlink(os.path.join(hist, f))
     for kind, ext in (("json", "json"), ("md", "md"), ("html", "html")):
         path = os.path.join(out_dir, "%s.%s" % (REPORT_BASENAME, ext))
-        _atomic_write(path, text if kind == "json" else render(report, kind))
+        atomic_file.write_text(path, text if kind == "json" else render(report, kind))
         paths[kind] = path
     # Prometheus text: the fleet's, and each host's own for its node_exporter
     # (the playbooks copy it to the host's gpufleet_textfile_dir)
     paths["prom"] = os.path.join(out_dir, "%s.prom" % REPORT_BASENAME)
-    _atomic_write(paths["prom"], textfile.render(report))
+    atomic_file.write_text(paths["prom"], textfile.render(report))
     hosts_dir = os.path.join(out_dir, "textfile")
     os.makedirs(hosts_dir, exist_ok=True)
     for row in report["hosts"]:
-        _atomic_write(os.path.join(hosts_dir, "%s.prom" % row["host"]), textfile.render(report, [row["host"]]))
+        atomic_file.write_text(os.path.join(hosts_dir, "%s.prom" % row["host"]), textfile.render(report, [row["host"]]))
     paths["textfile_dir"] = hosts_dir
     return paths
 
@@ -1090,11 +1080,11 @@ def write_part(run, out_dir, run_id, part, freeze_dir=None, now=None):
     report = build_report(run, previous, freeze_dirs(out_dir, freeze_dir), now=now)
     record = dict(run, part=part, run_id=run_id, written=report["generated"])
     path = os.path.join(folder, "%s.json" % part)
-    _atomic_write(path, json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+    atomic_file.write_text(path, json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
     hosts_dir = os.path.join(out_dir, "textfile")
     os.makedirs(hosts_dir, exist_ok=True)
     for row in report["hosts"]:
-        _atomic_write(os.path.join(hosts_dir, "%s.prom" % row["host"]), textfile.render(report, [row["host"]]))
+        atomic_file.write_text(os.path.join(hosts_dir, "%s.prom" % row["host"]), textfile.render(report, [row["host"]]))
     result = outcome(report, previous, {"part": path, "textfile_dir": hosts_dir})
     result.update(changed=False, summary="part %s of run %s: %s" % (part, run_id, summary_line(report)))
     return result

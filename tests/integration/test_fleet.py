@@ -232,8 +232,13 @@ def test_three_slices_side_by_side_merge_into_the_report_of_the_whole_run(fleet,
                        "sed -i 's/^Version: 2.13.0+cpu$/Version: 2.13.1+cpu/' %s/torch-2.13.0+cpu.dist-info/METADATA"
           % (SITE, SITE))
     try:
-        rc, out, dummy = play(fleet, VERIFY, extra={"gpufleet_report_dir": whole})
+        rc, out, stats = play(fleet, VERIFY, extra={"gpufleet_report_dir": whole})
         assert rc != 0 and "sbx3" in out, out[-4000:]
+        # without hooks or a textfile directory, a host that passed costs one
+        # task (its verification): the hooks step and the finish end in meta
+        # tasks, with no worker and no "skipped"; the failed host is failed
+        assert stats["sbx2"]["ok"] == 1 and stats["sbx2"]["skipped"] == 0, stats
+        assert stats["sbx3"]["failed"] == 1, stats
         argv = [[venv_bin("ansible-playbook"), "-i", str(inv), VERIFY, "--limit", host, "-e", json.dumps(
             {"gpufleet_report_dir": sliced, "gpufleet_run_id": "awx-17", "gpufleet_report_part": str(number)})]
             for number, host in enumerate(HOSTS, 1)]
@@ -362,6 +367,8 @@ def test_verify_puts_each_hosts_metrics_into_its_textfile_directory(fleet):
     assert fleet_hosts == set(HOSTS)
     # the metrics put in place (staged and renamed in one task) are the one change on the host
     assert all(stats[h]["changed"] == 1 for h in HOSTS), stats
+    # the finish task ran (after the verification) because there were metrics to put in place
+    assert stats["sbx2"]["ok"] == stats["sbx3"]["ok"] == 2, stats
 
 
 SLURM_HOOKS = {

@@ -108,3 +108,51 @@ def test_every_inventory_and_check_reach_ansible_runner(tmp_path, monkeypatch, e
     else:
         assert seen["inventory"] == str(first)
         assert seen["cmdline"] == "-i %s --check" % second
+
+
+def event(kind, host, task, play="Verify the fleet", res=None):
+    return {"event": kind, "event_data": {"host": host, "task": task, "play": play, "res": res or {}}}
+
+
+VERIFY_TASK = "gpufleet.inference.verify : Verify | Check the inputs, read the stable path and the GPUs"
+REPORT_TASK = "gpufleet.inference.fleet : Report | Write the fleet report"
+FINISH_META = "gpufleet.inference.fleet : Finish | End here for a host that passed, with no metrics to put in place"
+FINISH_TASK = "gpufleet.inference.fleet : Finish | Put the host's metrics in place and fail the hosts that did not pass"
+
+
+def test_progress_counts_a_host_done_when_the_report_judged_it(tmp_path):
+    """A host that passed has no finish task (a meta task ends it): the
+    report's verdicts say it is done; a failed host is not counted twice when
+    its finish task fails it, and the meta task's skip is no verdict."""
+    import io
+
+    out = io.StringIO()
+    progress = fleet_verify.Progress(out)
+    for host in ("sbx1", "sbx2"):
+        progress(event("runner_on_ok", host, VERIFY_TASK))
+    progress(event("runner_on_unreachable", "sbx3", VERIFY_TASK))
+    assert progress.done == {"sbx3": "unreachable"}
+    progress(event("runner_on_skipped", "sbx2", FINISH_META))
+    assert "sbx2" not in progress.done
+    # the report runs once, on the first host; a host outside this run is not counted
+    progress(event("runner_on_ok", "sbx1", REPORT_TASK, res={"finish": {
+        "sbx1": {"status": "ok", "fail": False}, "sbx2": {"status": "failed", "fail": True},
+        "sbx3": {"status": "unreachable", "fail": True}, "sbx9": {"status": "not_run", "fail": True}}}))
+    assert progress.done == {"sbx1": "ok", "sbx2": "not ok", "sbx3": "unreachable"}
+    progress(event("runner_on_failed", "sbx2", FINISH_TASK))
+    lines = out.getvalue().splitlines()
+    assert [line.split("]", 1)[1].split() for line in lines] == [
+        ["1/3", "hosts", "done", "sbx3", "unreachable"],
+        ["2/3", "hosts", "done", "sbx1", "ok"],
+        ["3/3", "hosts", "done", "sbx2", "not", "ok"]]
+
+
+def test_progress_takes_the_finish_task_for_a_host_the_report_left_out():
+    import io
+
+    progress = fleet_verify.Progress(io.StringIO(), quiet=True)
+    progress(event("runner_on_ok", "sbx1", VERIFY_TASK))
+    progress(event("runner_on_ok", "sbx1", REPORT_TASK, res={"finish": {}}))
+    assert progress.done == {}
+    progress(event("runner_on_failed", "sbx1", FINISH_TASK))
+    assert progress.done == {"sbx1": "not ok"}
