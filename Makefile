@@ -88,11 +88,13 @@ deploy: bootstrap test-hosts wheelhouse sandbox-up
 verify: bootstrap
 	$(VENV)/bin/python tools/fleet_verify.py -i $(INVENTORY) $(if $(LIMIT),--limit $(LIMIT))
 
-test: bootstrap-dev test-hosts wheelhouse
+# run-tests.sh makes test-hosts and wheelhouse itself, beside the first stages
+# that need neither.
+test: bootstrap-dev
 	@scripts/run-tests.sh
 
 # The edit-test loop: lint, changelog, sanity, unit and the uv_venv scenario, side by side.
-test-quick: bootstrap-dev test-hosts
+test-quick: bootstrap-dev
 	@scripts/run-tests.sh --quick
 
 lint: bootstrap-dev

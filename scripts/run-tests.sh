@@ -10,7 +10,9 @@
 # on a test host (ssh, a module's Python starting, an install), not on the
 # controller's two cores:
 #   hosts   pytest tests/integration -m sandbox   (the tests on the sandbox fleet)
-#   local   lint, changelog, sanity, unit, pytest tests/integration -m "not sandbox"
+#   local   lint, changelog, unit, sanity, pytest tests/integration -m "not sandbox"
+# (the test hosts and the wheelhouse are made beside lint, changelog and unit:
+# see setup below)
 # and then each lane takes the next molecule scenario from one shared queue
 # (longest first), so neither lane idles while the other still has work.
 # Nothing is shared between the lanes but the caches that lock themselves
@@ -87,8 +89,28 @@ molecule_queue() {
   done
 }
 
+# The set-up the tests need beyond the controller venv (make test-hosts: apt
+# packages, podman and the Debian test image; make wheelhouse: torch's wheels
+# and the fixture wheels) runs beside the local lane's first stages, which
+# need none of it: on a fresh machine it is minutes, mostly waiting on the
+# network. The stages that need it wait for it; when it fails it counts as
+# one failure, and they are not run.
+setup_rc="$logs/setup.rc"
+setup_targets=(test-hosts)
+$quick || setup_targets+=(wheelhouse)
+{ stage setup 2400 make --no-print-directory -C "$root" "${setup_targets[@]}"; rc=$?
+  [ $rc -eq 0 ] || record 0 1 "setup (make ${setup_targets[*]})"
+  echo $rc >"$setup_rc.part" && mv "$setup_rc.part" "$setup_rc"; } &
+setup_pid=$!
+
+setup_ok() {  # waits for the set-up; false when it failed
+  while [ ! -e "$setup_rc" ]; do sleep 1; done
+  [ "$(cat "$setup_rc")" = 0 ]
+}
+
 lane_hosts() {
   local down_pid=""
+  setup_ok || return 0
   if ! $quick; then
     # The fleet outlives the pytest session and is removed beside this lane's first
     # molecule scenario: removing three hosts that hold a few GiB of venvs
@@ -105,8 +127,9 @@ lane_hosts() {
 lane_local() {
   count_one stage lint 900 ansible-lint
   count_one stage changelog-lint 120 antsibull-changelog lint
-  count_one stage sanity 1200 scripts/sanity.sh
   count_pytest unit 600 tests/unit
+  setup_ok || return 0
+  count_one stage sanity 1200 scripts/sanity.sh
   $quick || ANSIBLE_CACHE_PLUGIN_CONNECTION="$root/.cache/facts-local" \
     count_pytest integration-local 4800 tests/integration -m "not sandbox"
   molecule_queue
@@ -114,7 +137,7 @@ lane_local() {
 
 lane_hosts & hosts_pid=$!
 lane_local & local_pid=$!
-wait $hosts_pid $local_pid
+wait $hosts_pid $local_pid $setup_pid
 
 # The end of the output is what a truncated CI log keeps: after the slowest
 # test cases, the sandbox's first failure (or remade host), then the failed
