@@ -74,8 +74,10 @@ class ActionModule(ActionBase):
         if self._task.check_mode:
             result["msg"] = "would send %d file(s), %.1f MiB: %s" % (len(todo), size / 2.0 ** 20, ", ".join(names))
             return result
-        display.vv("%s: sending %d file(s), %.1f MiB, to %s" % (task_vars.get("inventory_hostname", ""), len(todo),
-                                                                size / 2.0 ** 20, dest))
+        # one line per host at the default verbosity, naming what is sent (the copy loop
+        # it replaces showed a line per wheel)
+        display.display("%s: sending %d file(s), %.1f MiB, to %s: %s" % (
+            task_vars.get("inventory_hostname", ""), len(todo), size / 2.0 ** 20, dest, ", ".join(names)))
         tmpdir = self._make_tmp_path()
         try:
             staged = {}

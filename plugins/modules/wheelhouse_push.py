@@ -27,6 +27,8 @@ description:
     naming it and both checksums, and is not put in place.
   - A loop of C(ansible.builtin.copy) over the wheels ran two modules and a checksum of the source on the
     controller per wheel and host; this runs none when nothing is missing and one otherwise.
+  - Through the action, one line per host at the default verbosity names the files it sends, with their
+    number and size.
   - In check mode nothing is sent; the task reports a change when a file would be, naming them.
 author:
   - gpufleet.inference maintainers (@gpufleet)

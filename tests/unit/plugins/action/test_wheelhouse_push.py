@@ -78,9 +78,10 @@ def play(tmp_path, src, dest, *extra):
     env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
     proc = subprocess.run([playbook_bin, "-i", "hosts.ini", "site.yml"] + list(extra), cwd=str(tmp_path), env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
-    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    tasks = json.loads(proc.stdout[proc.stdout.index("{"):])["plays"][0]["tasks"]
+    shown = proc.stdout[:proc.stdout.index("{")]
     left = sorted(os.listdir(str(remote_tmp))) if remote_tmp.exists() else []
-    return proc.returncode, tasks[-1]["hosts"]["h1"], left
+    return proc.returncode, dict(tasks[-1]["hosts"]["h1"], shown=shown), left
 
 
 def test_only_the_missing_and_changed_wheels_are_sent_then_nothing(tmp_path, wheels):
@@ -89,6 +90,9 @@ def test_only_the_missing_and_changed_wheels_are_sent_then_nothing(tmp_path, whe
     assert rc == 0 and res["changed"], res
     assert res["pushed"] == ["b-1.0-py3-none-any.whl", "c-1.0-py3-none-any.whl"], res
     assert res["bytes"] == (3 << 20) + 10
+    # the operator sees what was sent, at the default verbosity
+    assert "h1: sending 2 file(s), 3.0 MiB, to %s: b-1.0-py3-none-any.whl, c-1.0-py3-none-any.whl" % dest \
+        in res["shown"], res["shown"]
     for name in ("a-1.0-py3-none-any.whl", "b-1.0-py3-none-any.whl", "c-1.0-py3-none-any.whl"):
         assert sha1(str(dest / name)) == sha1(str(src / name)), name
         assert oct(os.stat(str(dest / name)).st_mode & 0o7777) == "0o644", name
@@ -100,6 +104,7 @@ def test_only_the_missing_and_changed_wheels_are_sent_then_nothing(tmp_path, whe
     # again: nothing to send, and no temporary folder made for it
     rc, res, left = play(tmp_path, src, dest)
     assert rc == 0 and not res["changed"] and res["pushed"] == [] and res["bytes"] == 0, res
+    assert "sending" not in res["shown"], res["shown"]
     assert left == [], left
 
 
