@@ -85,9 +85,9 @@ class ActionModule(ActionBase):
                 staged[name] = self._transfer_file(f["path"], self._connection._shell.join_path(tmpdir, name))
             # readable by the become user, where the task becomes another one
             self._fixup_perms2([tmpdir] + list(staged.values()), execute=False)
+            # the files to put in place only: the comparison was made above
             res = self._execute_module(module_name=MODULE, task_vars=task_vars, module_args={
                 "files": [{"path": f["path"], "checksum": f["checksum"]} for f in todo],
-                "present": [{"path": p["path"], "checksum": p["checksum"]} for p in present],
                 "dest": dest, "mode": args["mode"], "staged": staged})
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
