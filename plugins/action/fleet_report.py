@@ -45,6 +45,27 @@ def _plain(value):
     return json.loads(json.dumps(value, default=str))
 
 
+class _ReadOnce:
+    """One host's variables, each rendered at most once. Each read of a
+    host's variable renders it whole; the report reads verify_result (a
+    host's largest variable) for the record and again to build it."""
+
+    def __init__(self, hostvars):
+        self._hostvars = hostvars
+        self._read = {}
+
+    def get(self, name, default=None):
+        if name not in self._read:
+            try:
+                self._read[name] = (self._hostvars.get(name), None)
+            except AnsibleUndefinedVariable as e:  # defined by a template that cannot be rendered yet
+                self._read[name] = (None, e)
+        value, error = self._read[name]
+        if error is not None:
+            raise error
+        return default if value is None else value
+
+
 def host_record(hostvars, host, result_var, stage_var, mode="verify", through=(), reach_var=None):
     """(result, stage) of one host. Its record is built here, as the fleet
     role's record.yml would with status "ok", where the host has none of its
@@ -59,7 +80,7 @@ def host_record(hostvars, host, result_var, stage_var, mode="verify", through=()
     (None, '')."""
     if host not in hostvars:
         return None, ""
-    hv = hostvars[host]  # computes the host's variables: once per host
+    hv = _ReadOnce(hostvars[host])  # computes the host's variables: once per host
 
     def read(name):
         try:

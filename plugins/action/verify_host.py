@@ -421,11 +421,21 @@ class ActionModule(ActionBase):
             res = {"unreachable": True, "msg": str(e)}
         except AnsibleError:
             raise
-        # the module's own result (its facts included) stays as it was; the
-        # summary is beside it
         res.pop("invocation", None)
         res.pop("_ansible_parsed", None)
         summary = summarize(res, verify["link"])
+        # The module's own result stays beside the summary, but for its
+        # gpufleet_torch fact: the summary carries all of it (torch,
+        # packages, gpu_use, proof, the markers' fields). As a host fact it
+        # was copied whole (and written to a fact cache) for every task of
+        # the host after this one; on a GPU host it lists every check of
+        # every GPU. gpufleet_gpu stays a host fact: the roles after a
+        # deploy's verification read it.
+        facts = res.get("ansible_facts")
+        if isinstance(facts, dict) and "gpufleet_torch" in facts:
+            res["ansible_facts"] = {k: v for k, v in facts.items() if k != "gpufleet_torch"}
+            if not res["ansible_facts"]:
+                del res["ansible_facts"]
         key = args.get("deploy_key") or ""
         if key and summary["passed"]:
             expect_deploy_key(summary, key, task_vars.get("inventory_hostname") or "the host")

@@ -154,6 +154,13 @@ link_is_directory:
   description: A hand-built venv directory is at the stable path (adopted).
   returned: success
   type: bool
+ansible_facts:
+  description:
+    - The GPU facts as the host fact C(gpufleet_gpu), which roles after a verification read.
+    - torch_verify's C(gpufleet_torch) is not made a host fact - its content is in RV(torch), RV(packages),
+      RV(gpu_use), RV(proof) and the markers' fields.
+  returned: when the host answered
+  type: dict
 gpu:
   description: The GPU facts (torch_verify's C(gpufleet_gpu)).
   returned: success

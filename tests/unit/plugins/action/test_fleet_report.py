@@ -275,3 +275,38 @@ def test_the_reach_steps_record_and_stage_stand_for_the_hosts_own(tmp_path):
     assert rows["gpu01"]["fast_path"] is True and rows["gpu02"]["fast_path"] is False
     assert rows["gpu02"]["message"] == "no index" and rows["gpu03"]["message"] == "ssh: no route"
     assert result["finish"]["gpu03"]["msg"] == "gpu03: unreachable in connect: ssh: no route"
+
+
+class CountingHostVars:
+    """hostvars whose hosts count each variable read (each read renders the variable whole)."""
+
+    def __init__(self, hostvars):
+        self.hostvars, self.reads = hostvars, []
+
+    def __contains__(self, host):
+        return host in self.hostvars
+
+    def __getitem__(self, host):
+        outer, inner = self, self.hostvars[host]
+
+        class Host:
+            def get(self, name, default=None):
+                outer.reads.append((host, name))
+                return inner.get(name, default)
+
+        return Host()
+
+
+def test_each_variable_of_a_host_is_read_once(tmp_path):
+    """verify.yml's hosts have no record of their own: the record is built from
+    verify_result, the host's largest variable, read once, not once per use."""
+    hostvars = CountingHostVars(fleet({"gpu01": {"verify_result": VERIFIED},
+                                       "gpu02": {"verify_result": dict(VERIFIED, passed=False, fail_message="bad")}},
+                                      hosts=("gpu01", "gpu02")))
+    result, dummy, dummy = report({"out_dir": str(tmp_path), "mode": "verify"},
+                                  task_vars(hostvars, hosts=("gpu01", "gpu02")))
+    assert result["status"] == {"gpu01": "ok", "gpu02": "failed"}
+    assert hostvars.reads.count(("gpu01", "verify_result")) == 1
+    assert len(hostvars.reads) == len(set(hostvars.reads)) > 4
+    rows = {r["host"]: r for r in read_json(tmp_path / "fleet-report.json")["hosts"]}
+    assert rows["gpu01"]["torch_version"] == "2.13.0" and rows["gpu02"]["message"] == "bad"

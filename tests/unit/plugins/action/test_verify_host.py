@@ -90,6 +90,19 @@ def test_a_verification_that_did_not_pass_does_not_fail_the_task():
     assert [c[0] for c in calls] == [verify_host.MODULE]
 
 
+def test_only_the_gpu_facts_become_host_facts_the_torch_fact_is_in_the_summary():
+    act, dummy = action({"verify": {"link": "~/ml-env"}}, {verify_host.MODULE: GOOD})
+    res = act.run(task_vars={})
+    assert res["ansible_facts"] == {"gpufleet_gpu": {"count": 1}}
+    assert res["torch"] == {"torch_version": "2.13.0"} and res["packages"] == {"torch": "2.13.0"}
+    assert res["sgl_kernel_abi_key"] == "k" and res["deploy_stamp"] == {"key": "d"}
+    # the module's own result is left as it was
+    assert "gpufleet_torch" in GOOD["ansible_facts"]
+    only_torch = dict(GOOD, ansible_facts={"gpufleet_torch": GOOD["ansible_facts"]["gpufleet_torch"]})
+    act, dummy = action({"verify": {"link": "~/ml-env"}}, {verify_host.MODULE: only_torch})
+    assert "ansible_facts" not in act.run(task_vars={})
+
+
 def test_a_host_lost_during_the_verification_is_summarized_not_dropped():
     act, dummy = action({"verify": {"link": "~/ml-env"}},
                         {verify_host.MODULE: AnsibleConnectionFailure("ssh: connect to host: Connection refused")})
