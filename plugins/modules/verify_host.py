@@ -157,8 +157,8 @@ link_is_directory:
 ansible_facts:
   description:
     - The GPU facts as the host fact C(gpufleet_gpu), which roles after a verification read.
-    - torch_verify's C(gpufleet_torch) is not made a host fact - its content is in RV(torch), RV(packages),
-      RV(gpu_use), RV(proof) and the markers' fields.
+    - torch_verify's C(gpufleet_torch) is not made a host fact - its content is in RV(torch), RV(packages), C(gpu_use),
+      C(proof) and the markers' fields.
   returned: when the host answered
   type: dict
 gpu:
