@@ -279,6 +279,11 @@ def main():
 def measure(a):
     sizes = sorted(int(s) for s in a.sizes.split(","))
     os.makedirs(WORK, exist_ok=True)
+    # a report directory of an earlier run holds that run's baselines: hosts
+    # deployed anew since then would all show drift and fail the runs
+    for name in os.listdir(WORK):
+        if name.startswith("reports-"):
+            shutil.rmtree(os.path.join(WORK, name))
     log = os.path.join(WORK, "runs.log")
     open(log, "w").close()
     setup = os.path.join(WORK, "setup.log")

@@ -5,6 +5,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+import subprocess
+import sys
 from unittest.mock import MagicMock
 
 import pytest
@@ -345,3 +348,15 @@ def test_the_default_form_gives_what_the_templar_gives(task_vars):
                 act._value(name, variables)
             continue
         assert act._value(name, variables) == expected, name
+
+
+def test_the_specs_a_verification_checks_are_parsed_when_the_module_is_imported():
+    """ansible-playbook imports the action in its own process before it forks a
+    worker per host: the workers must find the specs parsed, not parse them each."""
+    code = ("import ansible_collections.gpufleet.inference.plugins.action.verify_host as v; "
+            "print('\\n'.join(sorted(k[0] for k in v._SPECS)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    parsed = done.stdout.split()
+    assert parsed == sorted(verify_host.role_spec(role) for role in ("fleet", "verify"))
+    assert all(os.path.exists(path) for path in parsed)
