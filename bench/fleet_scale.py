@@ -28,12 +28,16 @@ the pairs; the ratios are taken pair by pair. The controller's free memory
 
     bench/fleet_scale.py [--runs 3] [--sizes 16,32,64] [--setup-hosts N | --no-setup]
                          [--masters cold|shared] [--ssh-option KexAlgorithms=curve25519-sha256]
+                         [--cfg internal_poll_interval=0.05]
 
 By default no timed ansible-playbook finds a live ssh control master (each
 gets a control path directory of its own): every run pays one key exchange
 per host, as the loop does, whatever ran before it. With --masters shared a
 run reuses the masters an earlier one left alive (ansible.cfg keeps them
 60 s), which makes its figure depend on how long the runs between took.
+--cfg sets an ansible.cfg option for every run, in a copy of the checkout's
+ansible.cfg under .cache/fleet-scale/ (some settings, such as
+internal_poll_interval, have no environment variable).
 
 It brings the sandbox up with one host, deploys it (not timed), then makes
 the other hosts copies of it (scripts/sandbox.py clone): every timed deploy
@@ -43,11 +47,12 @@ the no-op deploy), e.g. to measure another version of the code on hosts
 that already carry a stack. 32 and more systemd containers need more
 inotify instances than the kernel's default 128
 (fs.inotify.max_user_instances; the script says so when a host does not come
-up). Goals (issue "past one controller"): verify.yml at <= 0.15 s of
+up). Goals: verify.yml at <= 0.15 s of
 controller CPU per host at 64 hosts, a cost per host that does not grow from
 16 to 64, the no-op deploy at <= 1.3x verify.yml on 4 hosts.
 """
 import argparse
+import configparser
 import json
 import os
 import shutil
@@ -78,10 +83,40 @@ MASTERS = {"mode": "cold", "dirs": []}
 SSH_OPTIONS = []
 
 
+# ansible.cfg settings the runs take instead of the checkout's (--cfg):
+# ansible-core reads some only from a file (internal_poll_interval)
+CFG_SET = []
+# the checkout's ansible.cfg options that name a path relative to it
+CFG_PATHS = ("collections_path", "roles_path", "inventory", "fact_caching_connection", "local_tmp")
+
+
+def ansible_cfg():
+    """The checkout's ansible.cfg, or a copy of it under .cache/ with the
+    --cfg settings and its relative paths made absolute."""
+    path = os.path.join(ROOT, "ansible.cfg")
+    if not CFG_SET:
+        return path
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(path)
+    for section in cfg.sections():
+        for name in CFG_PATHS:
+            if cfg.has_option(section, name) and not os.path.isabs(cfg.get(section, name)):
+                cfg.set(section, name, os.path.join(ROOT, cfg.get(section, name)))
+    for item in CFG_SET:
+        key, value = item.split("=", 1)
+        section, name = key.split(".", 1) if "." in key else ("defaults", key)
+        cfg.set(section, name, value)
+    out = os.path.join(WORK, "ansible.cfg")
+    os.makedirs(WORK, exist_ok=True)
+    with open(out, "w") as f:
+        cfg.write(f)
+    return out
+
+
 def env():
     out = dict(os.environ)
     out["PATH"] = BIN + os.pathsep + out.get("PATH", "")
-    out["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
+    out["ANSIBLE_CONFIG"] = ansible_cfg()
     if MASTERS["mode"] == "cold":
         # short: a control socket's path must fit 108 bytes
         MASTERS["dirs"].append(tempfile.mkdtemp(prefix="gpufleet-cp-"))
@@ -266,7 +301,14 @@ def main():
                         "control path, reused where a master of an earlier run is still alive")
     p.add_argument("--ssh-option", action="append", default=[], metavar="NAME=VALUE",
                    help="an ssh -o option for both sides, e.g. KexAlgorithms=curve25519-sha256 (repeatable)")
+    p.add_argument("--cfg", action="append", default=[], metavar="[SECTION.]NAME=VALUE",
+                   help="an ansible.cfg setting for every run (section defaults unless named), e.g. "
+                        "internal_poll_interval=0.05 (repeatable)")
     a = p.parse_args()
+    for item in a.cfg:
+        if "=" not in item:
+            p.error("--cfg takes [SECTION.]NAME=VALUE (got %r)" % item)
+    CFG_SET.extend(a.cfg)
     MASTERS["mode"] = a.masters
     SSH_OPTIONS.extend(a.ssh_option)
     try:
@@ -312,7 +354,8 @@ def measure(a):
     print("controller with %d hosts up: MemAvailable %d MiB" % (len(names), mem_available_mib()))
 
     parallel = forks()
-    print("ssh control masters: %s%s" % (a.masters, "; ssh options: " + " ".join(SSH_OPTIONS) if SSH_OPTIONS else ""))
+    print("ssh control masters: %s%s%s" % (a.masters, "; ssh options: " + " ".join(SSH_OPTIONS) if SSH_OPTIONS else "",
+                                           "; ansible.cfg: " + " ".join(CFG_SET) if CFG_SET else ""))
     print("\n== verify.yml (A) vs a parallel ssh loop (B, %d at once), %d pairs each, medians" % (parallel, a.runs))
     print("%5s | %12s %12s | %13s %13s | %10s | %s" % ("hosts", "verify wall", "loop wall", "verify cpu/h",
                                                        "loop cpu/h", "wall A/B", "lowest free MiB (A)"))

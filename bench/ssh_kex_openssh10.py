@@ -86,8 +86,8 @@ def inner(runs):
 def run(argv, **kw):
     done = subprocess.run(argv, capture_output=True, text=True, check=False, **kw)
     if done.returncode != 0:
-        raise SystemExit("%s failed (rc %d): %s" % (" ".join(argv), done.returncode,
-                                                   (done.stdout + done.stderr)[-2000:]))
+        tail = (done.stdout + done.stderr)[-2000:]
+        raise SystemExit("%s failed (rc %d): %s" % (" ".join(argv), done.returncode, tail))
     return done.stdout
 
 
