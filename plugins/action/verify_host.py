@@ -184,7 +184,7 @@ def load_options(path, entry_point):
 # ansible-playbook imports a task's action plugin in its own process (the
 # strategy looks the action up) before it forks a worker per host, and each
 # worker finds the module already imported: the workers share these instead
-# of each parsing two YAML files again (about 5 ms of CPU a host).
+# of each parsing two YAML files again (2-3 ms of CPU a host).
 for _role in PRELOAD_ROLES:
     try:
         load_specs(role_spec(_role))
