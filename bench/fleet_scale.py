@@ -83,26 +83,23 @@ MASTERS = {"mode": "cold", "dirs": []}
 SSH_OPTIONS = []
 
 
-# ansible.cfg settings the runs take instead of the checkout's (--cfg):
-# ansible-core reads some only from a file (internal_poll_interval)
-CFG_SET = []
+# the ansible.cfg every run takes: the checkout's, or the copy --cfg writes
+CFG = {"path": os.path.join(ROOT, "ansible.cfg")}
 # the checkout's ansible.cfg options that name a path relative to it
 CFG_PATHS = ("collections_path", "roles_path", "inventory", "fact_caching_connection", "local_tmp")
 
 
-def ansible_cfg():
-    """The checkout's ansible.cfg, or a copy of it under .cache/ with the
-    --cfg settings and its relative paths made absolute."""
-    path = os.path.join(ROOT, "ansible.cfg")
-    if not CFG_SET:
-        return path
+def write_cfg(settings):
+    """A copy of the checkout's ansible.cfg under .cache/ with its relative
+    paths made absolute and the --cfg settings in it (ansible-core reads
+    some only from a file, internal_poll_interval among them)."""
     cfg = configparser.ConfigParser(interpolation=None)
-    cfg.read(path)
+    cfg.read(CFG["path"])
     for section in cfg.sections():
         for name in CFG_PATHS:
             if cfg.has_option(section, name) and not os.path.isabs(cfg.get(section, name)):
                 cfg.set(section, name, os.path.join(ROOT, cfg.get(section, name)))
-    for item in CFG_SET:
+    for item in settings:
         key, value = item.split("=", 1)
         section, name = key.split(".", 1) if "." in key else ("defaults", key)
         cfg.set(section, name, value)
@@ -116,7 +113,7 @@ def ansible_cfg():
 def env():
     out = dict(os.environ)
     out["PATH"] = BIN + os.pathsep + out.get("PATH", "")
-    out["ANSIBLE_CONFIG"] = ansible_cfg()
+    out["ANSIBLE_CONFIG"] = CFG["path"]
     if MASTERS["mode"] == "cold":
         # short: a control socket's path must fit 108 bytes
         MASTERS["dirs"].append(tempfile.mkdtemp(prefix="gpufleet-cp-"))
@@ -308,7 +305,8 @@ def main():
     for item in a.cfg:
         if "=" not in item:
             p.error("--cfg takes [SECTION.]NAME=VALUE (got %r)" % item)
-    CFG_SET.extend(a.cfg)
+    if a.cfg:
+        CFG["path"] = write_cfg(a.cfg)
     MASTERS["mode"] = a.masters
     SSH_OPTIONS.extend(a.ssh_option)
     try:
@@ -355,7 +353,7 @@ def measure(a):
 
     parallel = forks()
     print("ssh control masters: %s%s%s" % (a.masters, "; ssh options: " + " ".join(SSH_OPTIONS) if SSH_OPTIONS else "",
-                                           "; ansible.cfg: " + " ".join(CFG_SET) if CFG_SET else ""))
+                                           "; ansible.cfg: " + " ".join(a.cfg) if a.cfg else ""))
     print("\n== verify.yml (A) vs a parallel ssh loop (B, %d at once), %d pairs each, medians" % (parallel, a.runs))
     print("%5s | %12s %12s | %13s %13s | %10s | %s" % ("hosts", "verify wall", "loop wall", "verify cpu/h",
                                                        "loop cpu/h", "wall A/B", "lowest free MiB (A)"))
