@@ -28,7 +28,7 @@ the pairs; the ratios are taken pair by pair. The controller's free memory
 
     bench/fleet_scale.py [--runs 3] [--sizes 16,32,64] [--setup-hosts N | --no-setup]
                          [--masters cold|shared] [--ssh-option KexAlgorithms=curve25519-sha256]
-                         [--cfg internal_poll_interval=0.05]
+                         [--cfg internal_poll_interval=0.05] [--ssh-executable PATH]
 
 By default no timed ansible-playbook finds a live ssh control master (each
 gets a control path directory of its own): every run pays one key exchange
@@ -37,7 +37,11 @@ run reuses the masters an earlier one left alive (ansible.cfg keeps them
 60 s), which makes its figure depend on how long the runs between took.
 --cfg sets an ansible.cfg option for every run, in a copy of the checkout's
 ansible.cfg under .cache/fleet-scale/ (some settings, such as
-internal_poll_interval, have no environment variable).
+internal_poll_interval, have no environment variable). --ssh-executable
+runs another ssh client on both sides (ansible's ssh_executable and the
+loop's), e.g. OpenSSH 10.0 with its post-quantum default key exchange
+mlkem768x25519-sha256, after bench/openssh10_sandbox.py has put its sshd on
+the hosts.
 
 It brings the sandbox up with one host, deploys it (not timed), then makes
 the other hosts copies of it (scripts/sandbox.py clone): every timed deploy
@@ -81,6 +85,8 @@ PROBE = ("import torch, flashinfer, sgl_kernel; "
 # between took. SSH_OPTIONS (--ssh-option) go to both sides' ssh.
 MASTERS = {"mode": "cold", "dirs": []}
 SSH_OPTIONS = []
+# the ssh client of both sides (--ssh-executable), else the one on PATH
+SSH = {"path": "ssh"}
 
 
 # the ansible.cfg every run takes: the checkout's, or the copy --cfg writes
@@ -89,10 +95,11 @@ CFG = {"path": os.path.join(ROOT, "ansible.cfg")}
 CFG_PATHS = ("collections_path", "roles_path", "inventory", "fact_caching_connection", "local_tmp")
 
 
-def write_cfg(settings):
-    """A copy of the checkout's ansible.cfg under .cache/ with its relative
-    paths made absolute and the --cfg settings in it (ansible-core reads
-    some only from a file, internal_poll_interval among them)."""
+def write_cfg(settings, out=os.path.join(WORK, "ansible.cfg")):
+    """A copy of the checkout's ansible.cfg (OUT, under .cache/ unless given)
+    with its relative paths made absolute and the --cfg settings in it
+    (ansible-core reads some only from a file, internal_poll_interval among
+    them)."""
     cfg = configparser.ConfigParser(interpolation=None)
     cfg.read(CFG["path"])
     for section in cfg.sections():
@@ -103,8 +110,7 @@ def write_cfg(settings):
         key, value = item.split("=", 1)
         section, name = key.split(".", 1) if "." in key else ("defaults", key)
         cfg.set(section, name, value)
-    out = os.path.join(WORK, "ansible.cfg")
-    os.makedirs(WORK, exist_ok=True)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         cfg.write(f)
     return out
@@ -118,6 +124,8 @@ def env():
         # short: a control socket's path must fit 108 bytes
         MASTERS["dirs"].append(tempfile.mkdtemp(prefix="gpufleet-cp-"))
         out["ANSIBLE_SSH_CONTROL_PATH_DIR"] = MASTERS["dirs"][-1]
+    if SSH["path"] != "ssh":
+        out["ANSIBLE_SSH_EXECUTABLE"] = SSH["path"]
     if SSH_OPTIONS:
         out["ANSIBLE_SSH_EXTRA_ARGS"] = " ".join("-o " + o for o in SSH_OPTIONS)
     return out
@@ -213,10 +221,10 @@ def ssh_loop_script(names, hostvars, n, parallel):
     with open(script, "w") as f:
         f.write("""#!/bin/bash
 set -euo pipefail
-xargs -P %d -L 1 sh -c 'ssh -o BatchMode=yes%s -o UserKnownHostsFile="$4" -i "$3" -p "$0" "$1@$2" \\
+xargs -P %d -L 1 sh -c '%s -o BatchMode=yes%s -o UserKnownHostsFile="$4" -i "$3" -p "$0" "$1@$2" \\
   "~/ml-env/bin/python -c \\"%s\\""' \\
   < %s
-""" % (parallel, "".join(" -o " + o for o in SSH_OPTIONS), PROBE, listing))
+""" % (parallel, SSH["path"], "".join(" -o " + o for o in SSH_OPTIONS), PROBE, listing))
     os.chmod(script, 0o755)
     return [script]
 
@@ -301,7 +309,13 @@ def main():
     p.add_argument("--cfg", action="append", default=[], metavar="[SECTION.]NAME=VALUE",
                    help="an ansible.cfg setting for every run (section defaults unless named), e.g. "
                         "internal_poll_interval=0.05 (repeatable)")
+    p.add_argument("--ssh-executable", default="", metavar="PATH",
+                   help="the ssh client of both sides, e.g. OpenSSH 10 from bench/openssh10_sandbox.py")
     a = p.parse_args()
+    if a.ssh_executable:
+        if not os.access(a.ssh_executable, os.X_OK):
+            p.error("--ssh-executable %r is not an executable file" % a.ssh_executable)
+        SSH["path"] = os.path.abspath(a.ssh_executable)
     for item in a.cfg:
         if "=" not in item:
             p.error("--cfg takes [SECTION.]NAME=VALUE (got %r)" % item)
@@ -352,8 +366,10 @@ def measure(a):
     print("controller with %d hosts up: MemAvailable %d MiB" % (len(names), mem_available_mib()))
 
     parallel = forks()
-    print("ssh control masters: %s%s%s" % (a.masters, "; ssh options: " + " ".join(SSH_OPTIONS) if SSH_OPTIONS else "",
-                                           "; ansible.cfg: " + " ".join(a.cfg) if a.cfg else ""))
+    client = subprocess.run([SSH["path"], "-V"], capture_output=True, text=True, check=False).stderr.strip()
+    print("ssh control masters: %s%s%s; ssh client: %s" % (
+        a.masters, "; ssh options: " + " ".join(SSH_OPTIONS) if SSH_OPTIONS else "",
+        "; ansible.cfg: " + " ".join(a.cfg) if a.cfg else "", client))
     print("\n== verify.yml (A) vs a parallel ssh loop (B, %d at once), %d pairs each, medians" % (parallel, a.runs))
     print("%5s | %12s %12s | %13s %13s | %10s | %s" % ("hosts", "verify wall", "loop wall", "verify cpu/h",
                                                        "loop cpu/h", "wall A/B", "lowest free MiB (A)"))
