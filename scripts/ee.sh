@@ -2,7 +2,8 @@
 # Builds the execution environment image (execution-environment/) with
 # ansible-builder and podman: packs this checkout's collection, downloads the
 # image's Python wheels (CPython 3.11, x86_64, at requirements/controller.lock's
-# versions) and checks them against execution-environment/wheels.sha256, then
+# versions) and checks them against execution-environment/wheels.sha256, and
+# the ssh client's Debian package against execution-environment/debs.sha256, then
 # builds localhost/gpufleet-ee:<version> on the project's own Debian 12 image
 # (make test-hosts). Idempotent: an image whose label names the same
 # collection files, definition and pins is kept.
@@ -48,6 +49,36 @@ if [ "$got" != "$want" ] || ! (cd "$wheels" && sha256sum --quiet --strict -c "$e
   exit 2
 fi
 
+# The ssh client: OpenSSH 10.0 from Debian 12's backports (the base image's
+# 9.2 comes first, from bindep.txt, and this replaces it). Its default key
+# exchange, mlkem768x25519-sha256, is post-quantum and costs the client about
+# a fifth of OpenSSH 9's default (sntrup761x25519) with hosts on OpenSSH 9.9
+# or later; with older hosts both agree on sntrup761x25519 as before. Pinned
+# by file name (the version) and sha256 in execution-environment/debs.sha256;
+# GPUFLEET_DEBIAN_MIRROR names another mirror, e.g. a snapshot.debian.org
+# archive once backports has moved past this version.
+mirror="${GPUFLEET_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+debs="$ee/debs"
+rm -rf "$debs.part"; mkdir -p "$debs" "$debs.part"
+while read -r sum path; do
+  [ -n "$path" ] || continue
+  name=${path##*/}
+  if [ -s "$debs/$name" ] && [ "$(sha256sum "$debs/$name" | cut -d' ' -f1)" = "$sum" ]; then
+    mv "$debs/$name" "$debs.part/$name"
+  elif ! python3 -c 'import sys, urllib.request; open(sys.argv[2], "wb").write(urllib.request.urlopen(sys.argv[1], timeout=300).read())' \
+      "$mirror/$path" "$debs.part/$name"; then
+    log "could not download $path from $mirror (a backport that moved on: pin its successor in execution-environment/debs.sha256, or set GPUFLEET_DEBIAN_MIRROR to a snapshot.debian.org archive)"
+    exit 2
+  fi
+done <"$ee/debs.sha256"
+# only the pinned packages, each checked
+rm -rf "$debs"; mv "$debs.part" "$debs"
+if ! (cd "$debs" && awk '{n = $2; sub(".*/", "", n); print $1 "  " n}' "$ee/debs.sha256" | sha256sum --quiet --strict -c - >&2); then
+  log "a package in $debs differs from execution-environment/debs.sha256 (removed; run again to download it anew)"
+  rm -rf "$debs"
+  exit 2
+fi
+
 out="$ee/collections"
 rm -rf "$out"; mkdir -p "$out"
 ansible-galaxy collection build --force --output-path "$out" . >/dev/null
@@ -56,7 +87,7 @@ tarball="$out/gpufleet-inference-$version.tar.gz"
 
 # What the image is made of: the collection's files (their sha256, not the
 # tarball's, which carries build times), the definition and the pins.
-key=$( (tar -xzOf "$tarball" FILES.json; cat "$ee"/*.yml "$ee/wheels.sha256" requirements/controller.lock) | sha256sum | cut -c1-16)
+key=$( (tar -xzOf "$tarball" FILES.json; cat "$ee"/*.yml "$ee/wheels.sha256" "$ee/debs.sha256" requirements/controller.lock) | sha256sum | cut -c1-16)
 if [ "$(podman image inspect --format '{{ index .Labels "gpufleet.ee" }}' "$tag" 2>/dev/null || true)" = "$key" ]; then
   log "kept $tag ($key)"
   echo "$tag"

@@ -158,7 +158,8 @@ def test_second_deploy_changes_nothing(fleet):
 def test_the_execution_environment_runs_a_no_op_deploy_and_verify(fleet):
     """The execution environment image (scripts/ee.sh: ansible-builder and
     podman on the project's own Debian 12 image) holds the pinned ansible-core,
-    ansible-runner and this collection, and runs the playbooks as AWX would:
+    ansible-runner, OpenSSH client and this collection, and runs the playbooks
+    as AWX would:
     deploy.yml by its FQCN in a container (the image's copy of the collection,
     none of the checkout's) takes every host's fast path and changes nothing,
     and fleet_verify.py --ee runs verify.yml through ansible-runner's
@@ -169,13 +170,18 @@ def test_the_execution_environment_runs_a_no_op_deploy_and_verify(fleet):
     image = proc.stdout.strip().splitlines()[-1]
     # what the image holds, at the pins
     probe = subprocess.run(["podman", "run", "--rm", image, "sh", "-c",
-                            "ansible --version | head -1; ansible-runner --version; "
+                            "ansible --version | head -1; ansible-runner --version; ssh -V 2>&1; "
+                            "ssh -G probe.invalid | grep '^kexalgorithms '; "
                             "ansible-galaxy collection list gpufleet.inference --format json"],
                            capture_output=True, text=True, timeout=300, check=False)
     assert probe.returncode == 0, probe.stdout + probe.stderr
     lines = probe.stdout.splitlines()
     assert "core 2.19.14" in lines[0] and lines[1].strip() == "2.4.3", lines[:2]
-    listed = json.loads("\n".join(lines[2:]))
+    # the pinned OpenSSH 10.0 client, whose first key exchange is the
+    # post-quantum ML-KEM hybrid (OpenSSH 9.2's would be sntrup761x25519)
+    assert lines[2].startswith("OpenSSH_10.0p2 Debian-7~bpo12+1"), lines[2]
+    assert lines[3].split()[1].split(",")[0] == "mlkem768x25519-sha256", lines[3]
+    listed = json.loads("\n".join(lines[4:]))
     assert listed == {"/usr/share/ansible/collections/ansible_collections": {
         "gpufleet.inference": {"version": "0.1.0"}}}, listed
     # the sandbox inventory's paths into the checkout (relative to playbook_dir,
