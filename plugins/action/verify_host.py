@@ -37,6 +37,7 @@ import ast
 import contextlib
 import os
 import re
+from collections.abc import Mapping
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError, AnsibleUndefinedVariable
@@ -146,6 +147,55 @@ def default_of(raw):
     if not isinstance(literal, _LITERAL_TYPES):
         return None
     return match.group(1), literal
+
+
+class _Templar(Exception):
+    """A value the fast paths leave to the templar."""
+
+
+# The verify role's two computed defaults, verify_torch_pin and verify_expect:
+# each host's verification rendered both with Jinja (two compiles a host,
+# the largest part of the checks' cost), though only inventory values go into
+# them. Where a host's variable is still the role's own default (the same
+# text), it is computed here instead, the way the templates compute it, from
+# the values of the variables they read; any value these do not take as
+# plainly as Jinja does (a pin that is not a string, a mapping that is not a
+# dict, a variable that renders undefined) is the templar's.
+COMPUTED_DEFAULTS = ("verify_torch_pin", "verify_expect")
+_UNDEFINED = object()
+
+
+def role_defaults(role, names):
+    """The raw text of some of a role's defaults (defaults/main.yml)."""
+    path = os.path.join(ROOT, "roles", role, "defaults", "main.yml")
+    try:
+        with open(path, "rb") as f:
+            found = yaml.load(f, Loader=_Loader) or {}
+    except (OSError, yaml.YAMLError, AttributeError):  # pragma: no cover - the templar renders them then
+        return {}
+    return dict((name, found[name]) for name in names if isinstance(found.get(name), str))
+
+
+_ROLE_DEFAULTS = role_defaults("verify", COMPUTED_DEFAULTS)
+
+
+def _tilde(value):
+    """Jinja's ~ for the values a pin is made of."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise _Templar()
+    return str(value)
+
+
+def _item(mapping, key):
+    """Jinja's mapping.key, or _UNDEFINED; only for a dict."""
+    if not isinstance(mapping, dict):
+        raise _Templar()
+    return mapping.get(key, _UNDEFINED)
+
+
+def _or_default(value, default):
+    """Jinja's value | default(default, true)."""
+    return default if value is _UNDEFINED or not value else value
 
 
 def _convert(value, kind):
@@ -315,12 +365,74 @@ class ActionModule(ActionBase):
             return "; ".join(errors), errors
         return None, []
 
+    def _var(self, name, task_vars, default, falsy=False):
+        """Jinja's ``name | default(default[, true])`` for a computed default."""
+        if name not in task_vars:
+            return default
+        try:
+            value = self._value(name, task_vars)
+        except AnsibleUndefinedVariable:
+            raise _Templar()
+        return default if falsy and not value else value
+
+    def _torch_pin(self, task_vars):
+        """verify_torch_pin's default: torch_nightly_versions.torch, else
+        <torch_nightly_version_base.torch>.dev<torch_nightly_date>[+<variant>]."""
+        torch = _or_default(_item(self._var("torch_nightly_versions", task_vars, {}, True), "torch"), "")
+        if torch:
+            if not isinstance(torch, str):
+                raise _Templar()
+            return torch
+        base = self._var("torch_nightly_version_base", task_vars, {}, True)
+        date = self._var("torch_nightly_date", task_vars, "", True)
+        if not (_or_default(_item(base, "torch"), "") and date):
+            return ""
+        variant = self._var("torch_nightly_cuda_variant", task_vars, "", True)
+        return _tilde(base["torch"]) + ".dev" + _tilde(date) + (("+" + _tilde(variant)) if variant else "")
+
+    def _expect(self, task_vars):
+        """verify_expect's default: consistent, the pinned torch, then gpufleet_expect over them."""
+        expect = self._var("gpufleet_expect", task_vars, {})
+        if not isinstance(expect, dict):
+            if isinstance(expect, Mapping):
+                raise _Templar()
+            return expect
+        if "verify_torch_pin" not in task_vars:
+            raise _Templar()
+        pin = self._value("verify_torch_pin", task_vars)
+        if not isinstance(pin, str):
+            raise _Templar()
+        out = {"consistent": True}
+        if pin:
+            out["torch_version"] = pin
+        out.update(expect)
+        return out
+
+    def _computed(self, name, raw, task_vars):
+        """(True, value) where a computed default is computed here, else (False, None)."""
+        if name not in _ROLE_DEFAULTS or not isinstance(raw, str) or raw != _ROLE_DEFAULTS[name] \
+                or not is_trusted_as_template(raw):
+            return False, None
+        try:
+            return True, (self._torch_pin if name == "verify_torch_pin" else self._expect)(task_vars)
+        except _Templar:
+            return False, None
+
     def _value(self, name, task_vars):
         """A task variable, templated once per task (the checks and the module read the same)."""
         if self._values is None:
             self._values, self._rendering = {}, set()
         if name not in self._values:
             raw = task_vars[name]
+            if name not in self._rendering:
+                self._rendering.add(name)
+                try:
+                    done, value = self._computed(name, raw, task_vars)
+                finally:
+                    self._rendering.discard(name)
+                if done:
+                    self._values[name] = value
+                    return value
             simple = default_of(raw)
             value = None
             if simple is not None and simple[0] not in self._rendering:
@@ -352,6 +464,25 @@ class ActionModule(ActionBase):
                 words = {bool: "true or false", int: "an integer", str: "a string"}[kind]
                 raise AnsibleActionFail("verify_host: %s must be %s (got %r): %s" % (name, words, value, exc))
         return options
+
+    def _any_set(self, args, task_vars):
+        """True where a variable the role's verify_any_set names is set and not
+        empty (as ``name | default([], true) | length > 0`` says)."""
+        if not args.get("from_role") or "verify_any_set" not in task_vars:
+            return False
+        names = self._value("verify_any_set", task_vars)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise AnsibleActionFail("verify_host: verify_any_set must be a list of variable names (got %r)" % (names,))
+        for name in names:
+            if name not in task_vars:
+                continue
+            try:
+                value = self._value(name, task_vars)
+            except AnsibleUndefinedVariable:
+                continue
+            if value and (not hasattr(value, "__len__") or len(value) > 0):
+                return True
+        return False
 
     def _writable(self, dirs, task_vars):
         """The message for each directory that is not there or not writable."""
@@ -461,6 +592,10 @@ class ActionModule(ActionBase):
         result.update(res)
         result.update(summary)
         result["verify_failed"] = failed
+        # whether the caller has more to do for this host (verify.yml: its
+        # operator's hooks), decided here rather than by a condition that
+        # ansible-playbook would compile again for every host
+        result["any_set"] = not summary["host_unreachable"] and self._any_set(args, task_vars)
         # the serving flags written (or that would be, under check mode)
         result["changed"] = bool(res.get("changed"))
         return result

@@ -360,3 +360,103 @@ def test_the_specs_a_verification_checks_are_parsed_when_the_module_is_imported(
     parsed = done.stdout.split()
     assert parsed == sorted(verify_host.role_spec(role) for role in ("fleet", "verify"))
     assert all(os.path.exists(path) for path in parsed)
+
+
+# the inventories a pin and an expectation are made from: plain, empty,
+# partial, odd types, templates, and values only the templar takes
+PIN_INVENTORIES = [
+    {},
+    {"torch_nightly_versions": {"torch": "2.13.0.dev20261201+cu130"}},
+    {"torch_nightly_versions": {}, "torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": "20261201",
+     "torch_nightly_cuda_variant": "cu130"},
+    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": 20261201},
+    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": ""},
+    {"torch_nightly_version_base": {"torch": ""}, "torch_nightly_date": "20261201"},
+    {"torch_nightly_version_base": {}, "torch_nightly_date": "20261201", "torch_nightly_cuda_variant": "cu130"},
+    {"torch_nightly_versions": None, "torch_nightly_version_base": None, "torch_nightly_date": None},
+    {"torch_nightly_versions": {"torch": ""}, "torch_nightly_version_base": {"torch": "2.13.0"},
+     "torch_nightly_date": "20261201", "torch_nightly_cuda_variant": ""},
+    {"torch_nightly_versions": "2.13.0", "torch_nightly_version_base": {"torch": "2.13.0"},
+     "torch_nightly_date": "20261201"},
+    {"torch_nightly_versions": {"torch": 2.13}},
+    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": True},
+    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": "{{ '2026' ~ '1201' }}",
+     "torch_nightly_cuda_variant": "{{ variant | default('cu130') }}"},
+    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": "{{ nowhere }}"},
+    {"gpufleet_expect": {"sgl_kernel_version": "0.3.9", "consistent": False}},
+    {"gpufleet_expect": {"torch_version": "2.12.0"}, "torch_nightly_versions": {"torch": "2.13.0"}},
+    {"gpufleet_expect": None},
+    {"gpufleet_expect": "{{ {'cuda_version': '13.0'} }}", "torch_nightly_versions": {"torch": "2.13.0"}},
+    {"gpufleet_expect": {"cuda_version": "{{ cuda | default('13.0') }}"}},
+    {"gpufleet_expect": ["not", "a", "mapping"]},
+]
+
+
+@pytest.mark.parametrize("inventory", PIN_INVENTORIES)
+def test_the_computed_defaults_give_what_the_templar_gives(inventory):
+    """verify_torch_pin and verify_expect, still the role's own defaults, are
+    computed without Jinja: the result (or the error) must be the templar's."""
+    assert sorted(verify_host._ROLE_DEFAULTS) == ["verify_expect", "verify_torch_pin"]
+    variables = dict((k, trust_as_template(v) if isinstance(v, str) else v)
+                     for k, v in dict(inventory, **verify_host._ROLE_DEFAULTS).items())
+    templar = Templar(loader=DataLoader(), variables=variables)
+    for name in ("verify_torch_pin", "verify_expect"):
+        act, dummy = action({"verify": {"link": "x"}}, {})
+        act._templar = templar
+        try:
+            expected = templar.template(variables[name])
+        except AnsibleError as exc:
+            with pytest.raises(type(exc)):
+                act._value(name, variables)
+            continue
+        found = act._value(name, variables)
+        assert found == expected and type(found) is type(expected) or isinstance(found, type(expected)), name
+
+
+def test_the_computed_defaults_need_no_templar_for_plain_pins():
+    variables = dict((k, trust_as_template(v)) for k, v in verify_host._ROLE_DEFAULTS.items())
+    variables.update(torch_nightly_version_base={"torch": "2.13.0"}, torch_nightly_date="20261201",
+                     torch_nightly_cuda_variant="cu130", gpufleet_expect={"sgl_kernel_version": "0.3.9"})
+    act, dummy = action({"verify": {"link": "x"}}, {})
+    templated = []
+    real = Templar(loader=DataLoader(), variables=variables)
+    act._templar = MagicMock()
+    act._templar.template.side_effect = lambda value: templated.append(value) or real.template(value)
+    assert act._value("verify_expect", variables) == {
+        "consistent": True, "torch_version": "2.13.0.dev20261201+cu130", "sgl_kernel_version": "0.3.9"}
+    # the inventory's plain values only: no template compiled
+    assert templated and not [v for v in templated if isinstance(v, str) and "{{" in v]
+    # a default the inventory replaced is the templar's again
+    variables["verify_torch_pin"] = trust_as_template("{{ '2.13.0' }}")
+    act, dummy = action({"verify": {"link": "x"}}, {})
+    act._templar = Templar(loader=DataLoader(), variables=variables)
+    assert act._value("verify_expect", variables)["torch_version"] == "2.13.0"
+
+
+@pytest.mark.parametrize("task_vars, found", [
+    ({"verify_any_set": ["drain", "back"], "drain": [], "back": ""}, False),
+    ({"verify_any_set": ["drain", "back"], "drain": None}, False),
+    ({"verify_any_set": ["drain", "back"], "back": "/etc/gpufleet/return.yml"}, True),
+    ({"verify_any_set": ["drain", "back"], "drain": ["scontrol", "update"]}, True),
+    ({"verify_any_set": ["drain"], "drain": "{{ nowhere }}"}, False),
+    ({"verify_any_set": [], "drain": ["x"]}, False),
+    ({"drain": ["x"]}, False),
+])
+def test_any_set_says_whether_a_named_variable_is_set(task_vars, found):
+    variables = dict((k, trust_as_template(v) if isinstance(v, str) else v)
+                     for k, v in dict(task_vars, verify_venv_link="~/ml-env").items())
+    act, dummy = action({"from_role": "verify"}, {verify_host.MODULE: GOOD})
+    act._templar = Templar(loader=DataLoader(), variables=variables)
+    assert act.run(task_vars=variables)["any_set"] is found
+
+
+def test_any_set_is_false_for_a_host_lost_during_the_verification():
+    act, dummy = action({"from_role": "verify"}, {verify_host.MODULE: AnsibleConnectionFailure("ssh: timed out")})
+    res = act.run(task_vars={"verify_venv_link": "~/ml-env", "verify_any_set": ["drain"], "drain": ["x"]})
+    assert res["host_unreachable"] and res["any_set"] is False
+
+
+def test_any_set_names_must_be_a_list_of_names():
+    act, calls = action({"from_role": "verify"}, {verify_host.MODULE: GOOD})
+    with pytest.raises(AnsibleActionFail, match="verify_any_set must be a list of variable names"):
+        act.run(task_vars={"verify_venv_link": "~/ml-env", "verify_any_set": "drain"})
