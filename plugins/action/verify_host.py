@@ -119,6 +119,8 @@ ROLE_OPTIONS = {
 # itself, with Jinja's result: the variable's own value where it is defined,
 # else the literal. Anything else goes to the templar.
 _DEFAULT_OF = re.compile(r"\{\{-?\s*([A-Za-z_][A-Za-z0-9_]*)\s*\|\s*default\(\s*(.*?)\s*\)\s*-?\}\}", re.S)
+# "{{ name }}": a variable's own value
+_NAME_ONLY = re.compile(r"\{\{-?\s*([A-Za-z_][A-Za-z0-9_]*)\s*-?\}\}")
 _JINJA_CONSTANTS = re.compile(r"\b(true|false|none)\b")
 _LITERAL_TYPES = (str, int, float, bool, type(None), list, dict)
 
@@ -332,7 +334,7 @@ class ActionModule(ActionBase):
     """Check the inputs, verify once, summarize."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify", "deploy_key", "from_role"))
+    _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify", "deploy_key", "from_role", "role_inputs"))
     # this task's templated variables (an action object serves one host's task)
     _values = None
     _rendering = frozenset()
@@ -418,6 +420,28 @@ class ActionModule(ActionBase):
         except _Templar:
             return False, None
 
+    def _names_dict(self, raw, task_vars):
+        """(True, value) for a dict whose values are each plain text or
+        exactly "{{ name }}" of a variable that is set (verify.yml's
+        verify_writable_dirs), rendered without Jinja; else (False, None)."""
+        if not isinstance(raw, dict) or not raw:
+            return False, None
+        out = {}
+        for key, text in raw.items():
+            if not isinstance(key, str) or not isinstance(text, str):
+                return False, None
+            if "{" not in text and "%" not in text:
+                out[key] = text
+                continue
+            match = _NAME_ONLY.fullmatch(text.strip()) if is_trusted_as_template(text) else None
+            if match is None or match.group(1) not in task_vars or match.group(1) in self._rendering:
+                return False, None
+            try:
+                out[key] = self._value(match.group(1), task_vars)
+            except AnsibleUndefinedVariable:
+                return False, None
+        return True, out
+
     def _value(self, name, task_vars):
         """A task variable, templated once per task (the checks and the module read the same)."""
         if self._values is None:
@@ -433,6 +457,10 @@ class ActionModule(ActionBase):
                 if done:
                     self._values[name] = value
                     return value
+            done, value = self._names_dict(raw, task_vars)
+            if done:
+                self._values[name] = value
+                return value
             simple = default_of(raw)
             value = None
             if simple is not None and simple[0] not in self._rendering:
@@ -464,6 +492,29 @@ class ActionModule(ActionBase):
                 words = {bool: "true or false", int: "an integer", str: "a string"}[kind]
                 raise AnsibleActionFail("verify_host: %s must be %s (got %r): %s" % (name, words, value, exc))
         return options
+
+    def _role_inputs(self, role, task_vars):
+        """checks, writable_dirs and deploy_key from the verify role's
+        variables: its own check group unless deploy.yml's preflight made it
+        (fleet_preflight_done), then verify_checks; verify_writable_dirs;
+        verify_deploy_key."""
+        if role != "verify":
+            return {}
+        out = {}
+        checks = self._value("verify_checks", task_vars) if "verify_checks" in task_vars else []
+        if not isinstance(checks, list):
+            raise AnsibleActionFail("verify_host: verify_checks must be a list of check groups (got %r)" % (checks,))
+        try:
+            # fleet_preflight_done | default(false)
+            done = self._var("fleet_preflight_done", task_vars, False)
+        except _Templar:
+            done = False
+        out["checks"] = ([] if done else [{"role": "verify"}]) + list(checks)
+        if "verify_writable_dirs" in task_vars:
+            out["writable_dirs"] = self._value("verify_writable_dirs", task_vars)
+        if "verify_deploy_key" in task_vars:
+            out["deploy_key"] = self._value("verify_deploy_key", task_vars)
+        return out
 
     def _any_set(self, args, task_vars):
         """True where a variable the role's verify_any_set names is set and not
@@ -548,6 +599,11 @@ class ActionModule(ActionBase):
         verify = dict(args.get("verify") or {})
         if not verify.get("link") and not args.get("from_role"):
             raise AnsibleActionFail("verify_host: verify.link (the stable path) is required")
+        if args.get("from_role") and args.get("role_inputs"):
+            # the checks, the writable directories and the deploy key a caller
+            # did not give are the role's (templated here, in the one pass
+            # every variable gets, not as the task's arguments)
+            args = dict(self._role_inputs(args["from_role"], task_vars), **args)
         msg, errors = self._check(args.get("checks"), task_vars)
         if msg:
             result.update(failed=True, msg=msg, argument_errors=errors)

@@ -61,6 +61,14 @@ options:
         the module; O(verify) adds to them and wins.
     type: str
     choices: [verify]
+  role_inputs:
+    description:
+      - With O(from_role), O(checks), O(writable_dirs) and O(deploy_key) that the task does not give come from the
+        role's variables too - the role's own check group unless C(fleet_preflight_done) is true, then
+        C(verify_checks); C(verify_writable_dirs); C(verify_deploy_key) - templated in the action, in the one pass
+        every variable gets, rather than as the task's arguments (compiled again for every host).
+    type: bool
+    default: false
   deploy_key:
     description:
       - The deploy key (deploy.yml's fast path) that the verified venv must carry in its
@@ -123,6 +131,12 @@ host_unreachable:
   type: bool
 verify_failed:
   description: torch_verify itself failed (or the host was lost).
+  returned: success
+  type: bool
+any_set:
+  description:
+    - The verification ran (the host was reached) and a variable that the role's C(verify_any_set) names (with
+      O(from_role)) is set and not empty on the host - verify.yml's hooks step runs only for such a host.
   returned: success
   type: bool
 link_path:

@@ -460,3 +460,32 @@ def test_any_set_names_must_be_a_list_of_names():
     act, calls = action({"from_role": "verify"}, {verify_host.MODULE: GOOD})
     with pytest.raises(AnsibleActionFail, match="verify_any_set must be a list of variable names"):
         act.run(task_vars={"verify_venv_link": "~/ml-env", "verify_any_set": "drain"})
+
+
+@pytest.mark.parametrize("task_vars, checks, dirs, key", [
+    # verify.yml: the role's own group, then the fleet role's; the textfile directory by its variable
+    ({"verify_checks": [{"role": "fleet", "entry_point": "validate"}],
+      "verify_writable_dirs": {"gpufleet_textfile_dir": trust_as_template("{{ gpufleet_textfile_dir }}")},
+      "gpufleet_textfile_dir": "/var/lib/node_exporter", "verify_deploy_key": ""},
+     [{"role": "verify"}, {"role": "fleet", "entry_point": "validate"}], {"gpufleet_textfile_dir": "/var/lib/node_exporter"},
+     ""),
+    # deploy.yml's fast path: the preflight checked the role's inputs already
+    ({"fleet_preflight_done": True, "verify_checks": [], "verify_writable_dirs": {}, "verify_deploy_key": "{{ key }}",
+      "key": "abc"}, [], {}, "abc"),
+    ({"fleet_preflight_done": "{{ nowhere }}"}, [{"role": "verify"}], None, None),
+])
+def test_the_role_inputs_come_from_the_roles_variables(task_vars, checks, dirs, key):
+    variables = dict((k, trust_as_template(v) if isinstance(v, str) else v) for k, v in task_vars.items())
+    act, dummy = action({"from_role": "verify", "role_inputs": True}, {})
+    act._templar = Templar(loader=DataLoader(), variables=variables)
+    found = act._role_inputs("verify", variables)
+    assert found["checks"] == checks
+    assert found.get("writable_dirs") == dirs
+    assert found.get("deploy_key") == key
+
+
+def test_a_writable_directory_named_by_a_template_the_fast_path_does_not_take_is_the_templars():
+    variables = {"verify_writable_dirs": {"d": trust_as_template("{{ base }}/textfile")}, "base": "/srv"}
+    act, dummy = action({"from_role": "verify", "role_inputs": True}, {})
+    act._templar = Templar(loader=DataLoader(), variables=variables)
+    assert act._role_inputs("verify", variables)["writable_dirs"] == {"d": "/srv/textfile"}
