@@ -308,7 +308,7 @@ def test_an_installed_collection_keeps_the_reports_in_the_operators_folder(fleet
     install()
     assert (installed / "tools" / "fleet_verify.py").is_file() and (installed / "LICENSE").is_file()
     assert (installed / "requirements" / "controller.txt").is_file()
-    assert not (installed / "tests").exists() and not (installed / "docs" / "evidence").exists()
+    assert not (installed / "tests").exists() and not (installed / "evidence").exists()
     # the sandbox inventory's paths into the checkout, given as an operator gives theirs
     checkout = {"gpufleet_wheelhouse": os.path.join(ROOT, ".cache", "wheelhouse"),
                 "sgl_kernel_local_dir": os.path.join(ROOT, "tests", "fixtures"),

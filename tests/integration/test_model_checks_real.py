@@ -4,7 +4,7 @@ and the MoE check through fake flashinfer fused MoE ops that are right, take
 the gate/up halves in the wrong order, give NaN in a few rows only from
 M=129, are wrong only with the autotuner on, or are missing from the prebuilt
 JIT cache. The engine runs on CPU tensors here (a GPU runs it on the H200:
-docs/evidence)."""
+evidence)."""
 import json
 import os
 import subprocess

@@ -9,7 +9,7 @@
 - Every .py under plugins/ carries the two license lines in its top comment
   block (after a shebang or coding line): the GPLv3+ line ansible-test sanity
   looks for, and the SPDX identifier.
-- No file of the tree (tracked or new; LICENSE, this file and docs/evidence/
+- No file of the tree (tracked or new; LICENSE, this file and evidence/
   aside) names Apache as a license.
 
 Each scanner is a plain function; each has a self-test that plants a bad input
@@ -38,7 +38,7 @@ GPL3_SHA256 = "3972dc9744f6499f0f9b2dbf76696f2ae7ad8af9b23dde66d6af86c9dfb36986"
 # self-tests plant Apache lines), and the evidence files (third-party logs and
 # scripts kept as they were captured).
 SCAN_EXCLUDE_FILES = {"LICENSE", "tests/unit/test_license.py"}
-SCAN_EXCLUDE_DIRS = ("docs/evidence/",)
+SCAN_EXCLUDE_DIRS = ("evidence/",)
 # "Apache" as a license: Apache License, Apache-2.0, Apache 2, Apache v2,
 # ASL 2.0. Not a package name that merely starts with apache (apache-tvm-ffi).
 APACHE_LICENSE = re.compile(

@@ -3,7 +3,7 @@
 interpreter (python -I -c <source> <JSON>) over a small flashinfer package
 that has flashinfer's layout and metadata: its generators return specs whose
 build() writes a library the way JitSpec.build leaves one (the real build
-with nvcc runs on the H200 test machine, docs/evidence/h200-flashinfer-aot)."""
+with nvcc runs on the H200 test machine, evidence/h200-flashinfer-aot)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

@@ -16,7 +16,7 @@ def test_format_cuda_version(value, text):
 def test_query_asks_for_every_fact_in_one_run():
     argv = gpu.nvidia_smi_argv('/usr/bin/nvidia-smi')
     # nvidia-smi of driver 580 on an H200 accepts all these field names together in one --query-gpu
-    # (driver 580.159.04: docs/evidence/h200-health)
+    # (driver 580.159.04: evidence/h200-health)
     assert argv == ['/usr/bin/nvidia-smi',
                     '--query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version,serial,'
                     'persistence_mode,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,'

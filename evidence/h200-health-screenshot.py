@@ -1,22 +1,22 @@
 #!/usr/bin/env python
-"""The HTML fleet report of the H200 health runs (docs/evidence/h200-health/
+"""The HTML fleet report of the H200 health runs (evidence/h200-health/
 reports-2, reports-3: their fleet-report.json), rendered by the report's
 template and photographed with headless Chromium (Debian's package), on the
 controller: the H200 machine has no browser.
 
-    python3 docs/evidence/h200-health-screenshot.py
-Writes docs/evidence/h200-health/report-2.png and report-3.png."""
+    python3 evidence/h200-health-screenshot.py
+Writes evidence/h200-health/report-2.png and report-3.png."""
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep  # noqa: E402  pylint: disable=wrong-import-position
 
-EVIDENCE = os.path.join(ROOT, "docs", "evidence", "h200-health")
+EVIDENCE = os.path.join(ROOT, "evidence", "h200-health")
 for run in ("2", "3"):
     with open(os.path.join(EVIDENCE, "reports-%s" % run, "fleet-report.json"), encoding="utf-8") as fh:
         report = json.load(fh)

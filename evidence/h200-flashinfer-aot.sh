@@ -59,7 +59,7 @@ echo "== host: flashinfer's kernel checks, FLASHINFER_DISABLE_JIT=1, empty JIT w
 rm -rf /tmp/ws-host
 t0=$(now)
 FLASHINFER_DISABLE_JIT=1 FLASHINFER_WORKSPACE_BASE=/tmp/ws-host EVIDENCE_IMPORTS=flashinfer PYTHONPATH=/tmp/site \
-  python3 docs/evidence/h200-kernel-checks.py aot-host "$OUT/aot-host.json" \
+  python3 evidence/h200-kernel-checks.py aot-host "$OUT/aot-host.json" \
   flashinfer.rmsnorm flashinfer.silu_and_mul flashinfer.top_k_sampling
 t1=$(now); echo "checks with the placed modules: $(secs "$t0" "$t1") s"
 echo "objects or modules compiled in the host's JIT workspace: $(find /tmp/ws-host \( -name '*.so' -o -name '*.o' \) 2>/dev/null | wc -l)"
@@ -67,7 +67,7 @@ echo "objects or modules compiled in the host's JIT workspace: $(find /tmp/ws-ho
 echo "== host: sampling taken away"
 rm -rf /tmp/site/flashinfer/data/aot/sampling /tmp/ws-host
 FLASHINFER_DISABLE_JIT=1 FLASHINFER_WORKSPACE_BASE=/tmp/ws-host EVIDENCE_IMPORTS=flashinfer PYTHONPATH=/tmp/site \
-  python3 docs/evidence/h200-kernel-checks.py aot-missing "$OUT/aot-missing.json" \
+  python3 evidence/h200-kernel-checks.py aot-missing "$OUT/aot-missing.json" \
   flashinfer.rmsnorm flashinfer.silu_and_mul flashinfer.top_k_sampling
 echo "objects or modules compiled in the host's JIT workspace: $(find /tmp/ws-host \( -name '*.so' -o -name '*.o' \) 2>/dev/null | wc -l)"
 aot /tmp/site '{"action": "status"}'

@@ -6,19 +6,19 @@ published through publish()/write_report into a temporary report folder, and
 the page taken with the test's own headless Chromium call (Debian's chromium
 package), on the controller.
 
-    .venv/bin/python docs/evidence/report-trend.py
-Writes docs/evidence/report-trend/report-trend.png."""
+    .venv/bin/python evidence/report-trend.py
+Writes evidence/report-trend/report-trend.png."""
 import os
 import pathlib
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_trend  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.gpufleet.inference.tests.integration import test_report_browser as browser  # noqa: E402  pylint: disable=wrong-import-position
 
-EVIDENCE = os.path.join(ROOT, "docs", "evidence", "report-trend")
+EVIDENCE = os.path.join(ROOT, "evidence", "report-trend")
 with tempfile.TemporaryDirectory() as tmp:
     tmp = pathlib.Path(tmp)
     report = browser.trend_report(tmp / "report")

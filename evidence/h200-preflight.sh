@@ -4,7 +4,7 @@
 # inventory expects is judged from nvidia-smi before anything changes. Run
 # from the repository root:
 #
-#   OUT=/some/folder bash docs/evidence/h200-preflight.sh
+#   OUT=/some/folder bash evidence/h200-preflight.sh
 #
 # Needs ansible-core and its dependencies as wheels in ./.whl (installed to
 # /tmp/site). Writes to $OUT:
@@ -19,7 +19,7 @@
 #   summary.txt       exit status and verdict of each step
 set -uo pipefail
 : "${OUT:?set OUT to the folder for the results}"
-cd "$(dirname "$0")/../.." || exit 2
+cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 status=0
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/tmp/h200-preflight-pip.log 2>&1

@@ -3,7 +3,7 @@
 # CUDA 13.0, python3 with torch 2.11.0+cu130; no network). Run from the
 # repository root:
 #
-#   OUT=/some/folder bash docs/evidence/h200-health.sh
+#   OUT=/some/folder bash evidence/h200-health.sh
 #
 # Needs ansible-core and its dependencies as wheels in ./.whl (installed to
 # /tmp/site). The stable path /tmp/h200-ml-env links to the venv of the
@@ -16,7 +16,7 @@
 #   summary.txt             exit status of each step
 set -uo pipefail
 : "${OUT:?set OUT to the folder for the results}"
-cd "$(dirname "$0")/../.." || exit 2
+cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 status=0
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >"$OUT/pip.log" 2>&1

@@ -15,7 +15,7 @@ single-GPU H200 test machine, with its own torch (python3 = torch 2.11.0+cu130):
 3. the same code with gloo and 4 CPU ranks, correct and with a planted
    wrong rank.
 
-    OUT=folder python3 docs/evidence/h200-collectives.py
+    OUT=folder python3 evidence/h200-collectives.py
 Writes $OUT/h200-collectives.json and prints a summary."""
 import json
 import os
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, '.collections'))
 from ansible_collections.gpufleet.inference.plugins.module_utils import collectives  # noqa: E402
 from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (  # noqa: E402

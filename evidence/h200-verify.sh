@@ -2,7 +2,7 @@
 # Evidence on the GPU test machine (Ubuntu 24.04, H200, driver 580, CUDA 13.0,
 # python3 with torch 2.11.0+cu130; no network). Run from the repository root:
 #
-#   OUT=/some/folder bash docs/evidence/h200-verify.sh
+#   OUT=/some/folder bash evidence/h200-verify.sh
 #
 # Needs: ansible-core and the dependencies that python3 lacks as wheels in ./.whl
 # (installed to /tmp/site, nothing else on the machine changes), and nvidia-smi.
@@ -17,7 +17,7 @@
 #   summary.txt           exit status of each step
 set -uo pipefail
 : "${OUT:?set OUT to the folder for the results}"
-cd "$(dirname "$0")/../.." || exit 2
+cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 python=$(command -v python3)
 status=0
@@ -30,7 +30,7 @@ nvidia-smi --query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,drive
   --format=csv,noheader,nounits >"$OUT/nvidia-smi-query.csv" 2>&1
 echo "nvidia-smi query: rc $?" | tee -a "$OUT/summary.txt"
 
-python3 -m ansible playbook -c local -i localhost, docs/evidence/h200-verify.yml \
+python3 -m ansible playbook -c local -i localhost, evidence/h200-verify.yml \
   -e "ansible_python_interpreter=$python" -e "evidence_python=$python" -e "evidence_out=$OUT" \
   >"$OUT/h200-verify.log" 2>&1
 rc=$?; [ $rc -eq 0 ] || status=1

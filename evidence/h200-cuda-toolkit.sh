@@ -8,10 +8,10 @@
 #
 # Needs: the repository checkout as the working directory; ansible-core and
 # its missing dependencies as wheels in ./.whl (no network there);
-# $OUT (output folder). Run:  bash docs/evidence/h200-cuda-toolkit.sh
+# $OUT (output folder). Run:  bash evidence/h200-cuda-toolkit.sh
 set -uo pipefail
 : "${OUT:?set OUT to the output folder}"
-cd "$(dirname "$0")/../.." || exit 2
+cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 exec > >(tee "$OUT/h200-cuda-toolkit.log") 2>&1
 

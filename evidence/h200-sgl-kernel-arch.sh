@@ -66,7 +66,7 @@ done
 python3 -c 'import json; r = json.load(open("'"$OUT"'/build-rules.json")); print(json.dumps(r["arch_audit"], indent=1)); print("patches:", r["patches_applied"])'
 cp "$VENV/gpufleet-sgl_kernel.json" "$OUT/marker-rules.json" && cat "$OUT/marker-rules.json"
 for so in "$VENV"/lib/python3.12/site-packages/sgl_kernel/*.so; do echo "$so"; "$CUDA_HOME/bin/cuobjdump" --list-elf "$so" | sort -u; done
-EVIDENCE_IMPORTS=sgl_kernel timeout 60 python3 docs/evidence/h200-kernel-checks.py rules "$OUT/kernels-rules.json" \
+EVIDENCE_IMPORTS=sgl_kernel timeout 60 python3 evidence/h200-kernel-checks.py rules "$OUT/kernels-rules.json" \
   sgl_kernel.rmsnorm sgl_kernel.fused_add_rmsnorm sgl_kernel.silu_and_mul | grep -E "^==|sgl_kernel|verification|^  -"
 
 echo "== 2. without the gencode rule: the audit refuses the wheel before install"

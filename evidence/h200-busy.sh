@@ -22,7 +22,7 @@
 #
 # Run from the repository root:
 #
-#   OUT=/some/folder bash docs/evidence/h200-busy.sh
+#   OUT=/some/folder bash evidence/h200-busy.sh
 #
 # Needs ansible-core and its dependencies as wheels in ./.whl (installed to
 # /tmp/site). Everything it makes is under /tmp: the stable path
@@ -42,7 +42,7 @@
 #   7-timing.txt                step 7's wall times
 set -uo pipefail
 : "${OUT:?set OUT to the folder for the results}"
-cd "$(dirname "$0")/../.." || exit 2
+cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 status=0
 SUMMARY="$OUT/summary.txt"

@@ -60,7 +60,7 @@ echo "== again"; t0=$(now); play; echo "rc=$? in $(( $(now) - t0 )) s"
 echo "== flashinfer's kernel checks, FLASHINFER_DISABLE_JIT=1, empty JIT workspace"
 rm -rf /tmp/ws-host
 PYTHONPATH='' FLASHINFER_DISABLE_JIT=1 FLASHINFER_WORKSPACE_BASE=/tmp/ws-host EVIDENCE_IMPORTS=flashinfer \
-  python3 docs/evidence/h200-kernel-checks.py aot-role "$OUT/aot-role.json" \
+  python3 evidence/h200-kernel-checks.py aot-role "$OUT/aot-role.json" \
   flashinfer.rmsnorm flashinfer.silu_and_mul flashinfer.top_k_sampling
 echo "objects or modules compiled in the host's JIT workspace: $(find /tmp/ws-host \( -name '*.so' -o -name '*.o' \) 2>/dev/null | wc -l)"
 echo "== done $(date -u)"

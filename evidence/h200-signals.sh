@@ -3,7 +3,7 @@
 # CUDA 13.0, python3 with torch 2.11.0+cu130; no network), from the
 # repository root:
 #
-#   OUT=/some/folder bash docs/evidence/h200-signals.sh
+#   OUT=/some/folder bash evidence/h200-signals.sh
 #
 # Needs ansible-core and its dependencies as wheels in ./.whl (installed to
 # /tmp/site); the stable path /tmp/h200-ml-env links to the venv of the
@@ -25,7 +25,7 @@
 # prometheus 2.42.0+ds-5+deb12u1, as tests/integration/test_alert_rules.py unpacks it).
 set -uo pipefail
 : "${OUT:?set OUT to the folder for the results}"
-cd "$(dirname "$0")/../.." || exit 2
+cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >"$OUT/pip.log" 2>&1
 echo "pip install ansible-core wheels: rc $?" | tee "$OUT/summary.txt"
@@ -71,8 +71,8 @@ play 1; rc=$?
 echo "2. verify.yml run 1 (the boot so far, 13 ignored): rc $rc (0 on a fresh boot; non-zero where this boot logged another Xid)" | tee -a "$OUT/summary.txt"
 pci=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | head -n 1 | python3 -c 'import sys
 d, b, rest = sys.stdin.read().strip().split(":"); print("%04x:%s:%s" % (int(d, 16), b.lower(), rest.split(".")[0].lower()))')
-echo "NVRM: Xid (PCI:$pci): 13, pid=1, name=gpufleet-evidence, injected by docs/evidence/h200-signals.sh" >/dev/kmsg
-echo "NVRM: Xid (PCI:$pci): 94, pid=1, name=gpufleet-evidence, injected by docs/evidence/h200-signals.sh" >/dev/kmsg
+echo "NVRM: Xid (PCI:$pci): 13, pid=1, name=gpufleet-evidence, injected by evidence/h200-signals.sh" >/dev/kmsg
+echo "NVRM: Xid (PCI:$pci): 94, pid=1, name=gpufleet-evidence, injected by evidence/h200-signals.sh" >/dev/kmsg
 echo "   injected into /dev/kmsg for PCI $pci: Xid 13 and Xid 94" | tee -a "$OUT/summary.txt"
 play 2; rc=$?
 echo "3. verify.yml run 2 (after the injected lines): rc $rc (expected non-zero, naming Xid 94 only)" | tee -a "$OUT/summary.txt"

@@ -24,7 +24,7 @@ if [ "$PHASE" = start ]; then
   "$CUDA_HOME/bin/nvcc" --version | tail -1; nproc
   s=$(date +%s); bash .device/unpack.sh || exit 1; echo "unpack: $(( $(date +%s) - s )) s"
   rm -rf "$FLASHINFER_WORKSPACE_BASE" "$STATE"; mkdir -p "$FLASHINFER_WORKSPACE_BASE" "$STATE"
-  setsid nohup python3 docs/evidence/h200-moe-jit.py build "$STATE" > "$STATE/build.log" 2>&1 < /dev/null &
+  setsid nohup python3 evidence/h200-moe-jit.py build "$STATE" > "$STATE/build.log" 2>&1 < /dev/null &
   echo $! > "$STATE/pid"; echo "builder started, pid $!"
 fi
 deadline=$(( $(date +%s) + WAIT ))
@@ -35,7 +35,7 @@ done
 tail -20 "$STATE/build.log"
 if [ -e "$STATE/done.json" ]; then
   cat "$STATE/done.json"
-  python3 docs/evidence/h200-moe-jit.py pack "$STATE" "$OUT/jit-cache.tar.zst"
+  python3 evidence/h200-moe-jit.py pack "$STATE" "$OUT/jit-cache.tar.zst"
   cp "$STATE/done.json" "$OUT/build.json"
 else
   echo "compile still running at $(date -u +%T)"

@@ -71,7 +71,7 @@ REQUIRED=(torch.fp8_scaled_mm sgl_kernel.rmsnorm sgl_kernel.fused_add_rmsnorm sg
 echo "== first verification of the right build: cold JIT cache (what a deploy's warm-up pays once)"
 export FLASHINFER_WORKSPACE_BASE=/tmp/flashinfer-workspace
 rm -rf "$FLASHINFER_WORKSPACE_BASE"; mkdir -p "$FLASHINFER_WORKSPACE_BASE"
-PYTHONPATH=/tmp/fx-right/site:/tmp/site timeout 400 python3 docs/evidence/h200-kernel-checks.py cold "$OUT/cold.json" "${REQUIRED[@]}"
+PYTHONPATH=/tmp/fx-right/site:/tmp/site timeout 400 python3 evidence/h200-kernel-checks.py cold "$OUT/cold.json" "${REQUIRED[@]}"
 echo "rc=$?"
 
 echo "== bench: kernel checks (warm JIT cache) vs smoke only"
@@ -81,13 +81,13 @@ echo "bench rc=$?"
 
 echo "== verification with each build (warm cache: nothing compiles)"
 for name in right wrongm $NOARCH; do
-  PYTHONPATH=/tmp/fx-$name/site:/tmp/site timeout 100 python3 docs/evidence/h200-kernel-checks.py "$name" "$OUT/$name.json" "${REQUIRED[@]}"
+  PYTHONPATH=/tmp/fx-$name/site:/tmp/site timeout 100 python3 evidence/h200-kernel-checks.py "$name" "$OUT/$name.json" "${REQUIRED[@]}"
   echo "rc=$?"
 done
 
 echo "== the two real ABI mismatches beside torch $(python3 -c 'import torch; print(torch.__version__)')"
 python3 -m pip install -q --no-deps --target /tmp/old .device/old/*.whl
-PYTHONPATH=/tmp/old:/tmp/fx-right/site:/tmp/site timeout 120 python3 docs/evidence/h200-kernel-checks.py old-vision-audio \
+PYTHONPATH=/tmp/old:/tmp/fx-right/site:/tmp/site timeout 120 python3 evidence/h200-kernel-checks.py old-vision-audio \
   "$OUT/old-vision-audio.json" "${REQUIRED[@]}"
 echo "== done $(date -u)"
 # the logs name the checkout and $OUT, not this machine's paths

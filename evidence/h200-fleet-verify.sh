@@ -5,7 +5,7 @@
 # the stable venv path, the GPUs (nvidia-smi) and the venv's own interpreter.
 # Run from the repository root:
 #
-#   OUT=/some/folder bash docs/evidence/h200-fleet-verify.sh
+#   OUT=/some/folder bash evidence/h200-fleet-verify.sh
 #
 # Needs ansible-core and its dependencies as wheels in ./.whl (installed to
 # /tmp/site). Everything it makes is under /tmp: the stable path
@@ -20,7 +20,7 @@
 #   summary.txt                exit status of each step
 set -uo pipefail
 : "${OUT:?set OUT to the folder for the results}"
-cd "$(dirname "$0")/../.." || exit 2
+cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 status=0
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >"$OUT/pip.log" 2>&1

@@ -13,7 +13,7 @@ import sys
 import subprocess
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, '.collections'))
 from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (  # noqa: E402
     check_expectations, check_health, check_kernels, parse_probe_output, probe_argv)
