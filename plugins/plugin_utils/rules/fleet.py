@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
     expect_errors, is_list, number, part_name_error, show, tolerance_errors)
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.defaults import given
 
 # absolute or under ~/, no whitespace, not ending in /
 LINK_RE = re.compile(r"^(/|~/)\S*[^/\s]$")
@@ -51,7 +52,7 @@ def host_pattern_errors(values):
 
 def slice_errors(values):
     """A sliced run: gpufleet_run_id and gpufleet_report_part, both or neither, each a plain name."""
-    run_id, part = values.get("gpufleet_run_id", ""), values.get("gpufleet_report_part", "")
+    run_id, part = given(values, "fleet", "gpufleet_run_id"), given(values, "fleet", "gpufleet_report_part")
     if run_id in (None, "") and part in (None, ""):
         return []
     if run_id in (None, "") or part in (None, ""):
@@ -62,9 +63,13 @@ def slice_errors(values):
 
 def fleet_hosts(values):
     """On the controller before a fleet play (entry point hosts): the host pattern, then the play keywords."""
-    return host_pattern_errors(values) + play_keyword_errors(values.get("gpufleet_serial", "100%"),
-                                                             values.get("gpufleet_max_fail_percentage", 100)) + \
-        slice_errors(values)
+    return host_pattern_errors(values) + play_keywords(values) + slice_errors(values)
+
+
+def play_keywords(values):
+    """play_keyword_errors on the values' play keywords."""
+    return play_keyword_errors(given(values, "fleet", "gpufleet_serial"),
+                               given(values, "fleet", "gpufleet_max_fail_percentage"))
 
 
 def hook_errors(hook, name):
@@ -88,10 +93,10 @@ def hook_errors(hook, name):
 def serving_errors(values):
     """The serving fleet's inputs: busy threshold, drain and return hooks, the wait after a drain."""
     errors = []
-    memory = values.get("gpufleet_busy_memory_mib", 2048)
+    memory = given(values, "fleet", "gpufleet_busy_memory_mib")
     if number(memory, 0, int) < 1:
         errors.append("gpufleet_busy_memory_mib must be a number of MiB > 0 (got %s)" % show(memory))
-    wait = values.get("gpufleet_drain_wait_seconds", 600)
+    wait = given(values, "fleet", "gpufleet_drain_wait_seconds")
     if isinstance(wait, bool) or number(wait, -1.0) < 0:
         errors.append("gpufleet_drain_wait_seconds must be a number of seconds >= 0 (got %s)" % show(wait))
     errors += hook_errors(values.get("gpufleet_drain_hook"), "gpufleet_drain_hook")
@@ -102,7 +107,7 @@ def serving_errors(values):
 def fleet_validate(values):
     """The playbooks' inputs (the fleet role's entry point validate); the play
     keywords again, for runs under --limit, where the hosts check is skipped."""
-    errors = play_keyword_errors(values.get("gpufleet_serial", "100%"), values.get("gpufleet_max_fail_percentage", 100))
+    errors = play_keywords(values)
     errors += slice_errors(values)
     link = values.get("gpufleet_venv_link")
     if isinstance(link, str) and not LINK_RE.match(link):

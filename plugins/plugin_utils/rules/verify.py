@@ -10,6 +10,7 @@ import re
 from ansible_collections.gpufleet.inference.plugins.module_utils import backends, model_profile, model_verify
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
     expect_errors, is_list, number, show, tolerance_errors, type_name)
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.defaults import given, role_default
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.fleet import LINK_RE
 
 _DIGITS_RE = re.compile(r"^[0-9]+$")
@@ -32,7 +33,7 @@ def verify_main(values):
     timeout = values.get("verify_timeout")
     if not (_DIGITS_RE.match(show(timeout)) and number(timeout, 0, int) > 0):
         errors.append("verify_timeout must be a number of seconds > 0 (got %s)" % show(timeout))
-    memory = values.get("verify_busy_memory_mib", 2048)
+    memory = given(values, "verify", "verify_busy_memory_mib")
     if number(memory, 0, int) < 1:
         errors.append("verify_busy_memory_mib (gpufleet_busy_memory_mib) must be a number of MiB > 0 (got %s)"
                       % show(memory))
@@ -47,9 +48,9 @@ def model_errors(values):
     """The served model's inputs: what the controller can judge before any
     change (a shipped profile or a config.json given as a dict, the TP size,
     the backend names); a config.json path on the host is judged there."""
-    model = values.get("verify_model", "")
+    model = given(values, "verify", "verify_model")
     config = values.get("verify_model_config") or {}
-    tp = values.get("verify_tp_size", 1)
+    tp = given(values, "verify", "verify_tp_size")
     if not isinstance(model, str):
         return ["verify_model (gpufleet_model) must be a shipped profile name or a path (got %s)" % type_name(model)]
     if not isinstance(config, dict):
@@ -64,10 +65,10 @@ def model_errors(values):
               "tp_size": int(number(tp, 1, int)), "backend_preference": values.get("verify_backend_preference") or {},
               "backend_required": values.get("verify_backend_required") or {},
               "sglang_version": values.get("verify_sglang_version") or backends.DEFAULT_SGLANG_VERSION,
-              "model_jit": values.get("verify_model_jit", "cache_only"),
+              "model_jit": given(values, "verify", "verify_model_jit"),
               "model_quant_config": values.get("verify_model_quant_config") or None,
               "backend_families": values.get("verify_backend_families"),
-              "timeout": int(number(values.get("verify_timeout"), 900, int))}
+              "timeout": int(number(values.get("verify_timeout"), role_default("verify", "verify_timeout"), int))}
     return model_verify.resolve(params)[1]
 
 
