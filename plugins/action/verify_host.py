@@ -15,10 +15,11 @@ stats); every task is a worker fork and a round of templating per host. Here:
    wording as gpufleet.inference.check_vars;
 2. where asked, directories that must exist and be writable on the host (one
    stat each, only for a non-empty path);
-3. where the Xid errors are read as root (verify_xid: become), one
-   gpufleet.inference.gpu_facts read with become for that read alone, its
-   answer handed to the verification (a become that fails is an answer that
-   says why, never a lost host);
+3. where the Xid errors are read as root (verify_xid: become), the answer
+   of the verify role's task before this one (gpufleet.inference.gpu_facts
+   with become, registered as verify_xid_root: xid_root) handed to the
+   verification (a become that failed is an answer that says why, never a
+   lost host);
 4. gpufleet.inference.torch_verify, once (with a model whose backends
    qualified, it also writes the serving flags inside the venv: the only
    write, and the only reason this task reports changed);
@@ -34,17 +35,14 @@ A verification that did not pass never fails this task either (the summary's
 from __future__ import annotations
 
 import ast
-import contextlib
 import os
 import re
 from collections.abc import Mapping
 
-from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError, AnsibleUndefinedVariable
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
-from ansible.plugins.loader import become_loader
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
 
@@ -63,6 +61,8 @@ except ImportError:  # pragma: no cover - ansible-core requires PyYAML
     yaml = None
 
 MODULE = "gpufleet.inference.torch_verify"
+# what the verify role's Xid read as root (verify_xid: become) registers
+XID_ROOT = "verify_xid_root"
 _SPECS = {}
 # the roles whose specs verify.yml's and deploy.yml's verifications check
 PRELOAD_ROLES = ("verify", "fleet")
@@ -104,7 +104,7 @@ ROLE_OPTIONS = {
         ("backend_required", "verify_backend_required", None),
         ("sglang_version", "verify_sglang_version", str),
         ("model_jit", "verify_model_jit", str),
-        # read (as the connecting user), become (as root, a read of its own here), off
+        # read (as the connecting user), become (as root, in the role's task before this one), off
         ("xid", "verify_xid", str),
         # the serving flags' file names inside the venv
         ("serving_name", "verify_serving_name", str),
@@ -301,17 +301,23 @@ def summarize(res, link_default):
 
 
 def xid_answer(res):
-    """The Xid answer of a gpu_facts read made as root, for torch_verify's
-    xid_answer: None on a host without GPUs (there is nothing to read), else
-    the read's own answer, or one that says why the log was not read."""
+    """The Xid answer of a gpu_facts read made as root (the task's registered
+    result), for torch_verify's xid_answer: None on a host without GPUs
+    (there is nothing to read), else the read's own answer, or one that says
+    why the log was not read."""
     gpu = (res.get("ansible_facts") or {}).get("gpufleet_gpu")
     if gpu is not None and gpu.get("present") is False:
         return None
     found = (gpu or {}).get("xid")
     if isinstance(found, dict):
         return found
+    msg = res.get("msg")
+    if (res.get("unreachable") or "exception" in res) and isinstance(msg, str) and msg.strip():
+        # an error raised on the way (the become, the connection): its first
+        # line, not the context ansible-core adds below it
+        msg = msg.strip().splitlines()[0]
     return {"source": None, "events": [], "count": 0, "cursor": None,
-            "error": "the kernel log was not read as root: %s" % (res.get("msg") or "no answer")}
+            "error": "the kernel log was not read as root: %s" % (msg or "no answer")}
 
 
 def expect_deploy_key(summary, key, host):
@@ -334,7 +340,7 @@ class ActionModule(ActionBase):
     """Check the inputs, verify once, summarize."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify", "deploy_key", "from_role", "role_inputs"))
+    _VALID_ARGS = frozenset(("checks", "writable_dirs", "verify", "deploy_key", "from_role", "role_inputs", "xid_root"))
     # this task's templated variables (an action object serves one host's task)
     _values = None
     _rendering = frozenset()
@@ -494,10 +500,11 @@ class ActionModule(ActionBase):
         return options
 
     def _role_inputs(self, role, task_vars):
-        """checks, writable_dirs and deploy_key from the verify role's
-        variables: its own check group unless deploy.yml's preflight made it
-        (fleet_preflight_done), then verify_checks; verify_writable_dirs;
-        verify_deploy_key."""
+        """checks, writable_dirs, deploy_key and xid_root from the verify
+        role's variables: its own check group unless deploy.yml's preflight
+        made it (fleet_preflight_done), then verify_checks;
+        verify_writable_dirs; verify_deploy_key; the Xid read as root that the
+        role's task before this one registered (verify_xid_root)."""
         if role != "verify":
             return {}
         out = {}
@@ -514,6 +521,9 @@ class ActionModule(ActionBase):
             out["writable_dirs"] = self._value("verify_writable_dirs", task_vars)
         if "verify_deploy_key" in task_vars:
             out["deploy_key"] = self._value("verify_deploy_key", task_vars)
+        if XID_ROOT in task_vars:
+            # a registered result: data, nothing to template
+            out["xid_root"] = task_vars[XID_ROOT]
         return out
 
     def _any_set(self, args, task_vars):
@@ -552,46 +562,6 @@ class ActionModule(ActionBase):
             out.append("%s must be an existing directory that %s can write (got '%s': %s)" % (name, user, path, why))
         return out
 
-    @contextlib.contextmanager
-    def _as_root(self, task_vars):
-        """The task's connection with become for what runs inside, set up as
-        ansible-core sets it up for a task with become: true (the host's
-        ansible_become_method and its options), then as it was. A task that
-        already has become, or a host with ansible_become false, is left as
-        it is."""
-        previous = self._connection.become
-        wanted = task_vars.get("ansible_become")
-        if previous is not None or (wanted is not None and not boolean(self._templar.template(wanted), strict=False)):
-            yield
-            return
-        method = self._templar.template(task_vars.get("ansible_become_method") or self._task.become_method)
-        plugin = become_loader.get(method)
-        if plugin is None:
-            raise AnsibleActionFail("verify_host: ansible_become_method %r is not a become plugin "
-                                    "(ansible-doc -t become -l lists them)" % (method,))
-        keys = self._task.dump_attrs()
-        if self._play_context.become_pass:
-            keys["become_pass"] = self._play_context.become_pass
-        names = C.config.get_plugin_vars("become", plugin._load_name)
-        plugin.set_options(task_keys=keys, var_options=dict((name, self._templar.template(task_vars[name]))
-                                                            for name in names if name in task_vars))
-        self._connection.set_become_plugin(plugin)
-        try:
-            yield
-        finally:
-            self._connection.set_become_plugin(previous)
-
-    def _xid_as_root(self, task_vars):
-        """torch_verify's xid_answer from a gpu_facts read as root."""
-        try:
-            with self._as_root(task_vars):
-                res = self._execute_module(module_name="gpufleet.inference.gpu_facts", module_args={"xid": True},
-                                           task_vars=task_vars)
-        except AnsibleError as exc:
-            # a become that fails, or a host lost here: torch_verify's own run tells the latter
-            res = {"failed": True, "msg": str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}
-        return xid_answer(res)
-
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
@@ -619,7 +589,8 @@ class ActionModule(ActionBase):
                 return result
             if verify.get("xid") == "become":
                 verify["xid"] = "off"
-                verify["xid_answer"] = self._xid_as_root(task_vars)
+                read = args.get("xid_root")
+                verify["xid_answer"] = xid_answer(read if isinstance(read, Mapping) else {})
             res = self._execute_module(module_name=MODULE, module_args=verify, task_vars=task_vars)
         except AnsibleConnectionFailure as e:
             res = {"unreachable": True, "msg": str(e)}

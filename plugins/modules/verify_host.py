@@ -29,6 +29,9 @@ description:
     connecting user (one C(ansible.builtin.stat) each), or the task fails naming the variable.
   - Then gpufleet.inference.torch_verify runs once with O(verify), and the result carries its summary beside the
     module's own result - what the roles and the fleet report read (RV(passed), RV(fail_message), RV(target), ...).
+  - With C(xid=become) in O(verify) (the verify role's C(verify_xid)), the Xid errors are not read here - the answer
+    of the read as root made before this task, O(xid_root), goes to torch_verify as its C(xid_answer) (none on a
+    host without GPUs; one that says why where that read failed or is missing).
   - A verification that did not pass does not fail the task (RV(passed) is V(false)); a host lost during it is
     not unreachable either (RV(host_unreachable) is V(true)). The caller decides - the verify role's main fails
     the host, verify.yml fails it after the fleet report.
@@ -63,12 +66,20 @@ options:
     choices: [verify]
   role_inputs:
     description:
-      - With O(from_role), O(checks), O(writable_dirs) and O(deploy_key) that the task does not give come from the
-        role's variables too - the role's own check group unless C(fleet_preflight_done) is true, then
+      - With O(from_role), O(checks), O(writable_dirs), O(deploy_key) and O(xid_root) that the task does not give
+        come from the role's variables too - the role's own check group unless C(fleet_preflight_done) is true, then
         C(verify_checks); C(verify_writable_dirs); C(verify_deploy_key) - templated in the action, in the one pass
-        every variable gets, rather than as the task's arguments (compiled again for every host).
+        every variable gets, rather than as the task's arguments (compiled again for every host); and
+        C(verify_xid_root), a registered result, as it is.
     type: bool
     default: false
+  xid_root:
+    description:
+      - The registered result of a P(gpufleet.inference.gpu_facts#module) read with
+        O(gpufleet.inference.gpu_facts#module:xid=true) made as root before this task, for C(xid=become) in O(verify).
+      - With O(role_inputs), the variable C(verify_xid_root) (the verify role's task registers it on a host with
+        C(verify_xid=become)), where the task does not give it.
+    type: dict
   deploy_key:
     description:
       - The deploy key (deploy.yml's fast path) that the verified venv must carry in its

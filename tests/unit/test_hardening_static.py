@@ -362,14 +362,13 @@ ROOT_MODULES = {"apt": "system packages", "package": "system packages"}
 OPERATOR_ROOT_TASKS = {
     "roles/fleet/tasks/hook.yml: Serving | Run the hook command as root ({{ fleet_hook_action }})":
         "the drain/return hook (gpufleet_drain_hook, a scheduler's admin command), only with gpufleet_hook_become",
+    "roles/verify/tasks/host.yml: Verify | Read the Xid errors of the kernel log as root":
+        "the kernel log where only root may read it (read-only gpu_facts xid: true), only with gpufleet_xid: become",
 }
 # Action plugins that escalate for one module run of their own (they set a
 # become plugin on the task's connection, then put back what it had), with
-# what for.
-ROOT_ACTIONS = {
-    "plugins/action/verify_host.py":
-        "the kernel log where only root may read it (read-only gpu_facts xid: true), only with gpufleet_xid: become",
-}
+# what for: none (a read as root is a task of its own, above).
+ROOT_ACTIONS = {}
 # Modules that act on paths as root; the keys that name the paths.
 PATH_KEYS = {"copy": ("dest",), "template": ("dest",), "file": ("path", "dest"), "find": ("paths",),
              "stat": ("path",), "command": ("creates", "removes", "chdir"), "script": ("creates", "removes", "chdir"),

@@ -11,6 +11,7 @@ import sys
 from unittest.mock import MagicMock
 
 import pytest
+import yaml
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
@@ -225,58 +226,73 @@ def test_a_value_the_module_cannot_take_names_the_variable():
     assert calls == []
 
 
-GPU_FACTS = "gpufleet.inference.gpu_facts"
 XID = {"source": "journald", "events": [], "count": 0, "cursor": {"boot_id": "b", "monotonic_us": 1}, "error": None}
 
 
-def xid_action(gpu_facts_result, task_vars):
-    act, calls = action({"from_role": "verify", "verify": {"gpu": True}},
-                        {GPU_FACTS: gpu_facts_result, verify_host.MODULE: GOOD})
-    act._task.become_method = "sudo"
-    act._task.dump_attrs.return_value = {"become_user": None, "become_flags": None, "become_exe": None}
-    act._connection.become = None
-    seen = []
-    real = act._execute_module
-
-    def execute(module_name, module_args, task_vars):
-        seen.append((module_name, act._connection.become))
-        return real(module_name, module_args, task_vars)
-
-    act._execute_module = execute
-    act._connection.set_become_plugin.side_effect = lambda plugin: setattr(act._connection, "become", plugin)
-    res = act.run(task_vars=dict({"verify_venv_link": "~/ml-env", "verify_xid": "become"}, **task_vars))
-    return res, calls, seen, act
-
-
-def test_xid_become_reads_the_log_as_root_for_that_read_alone():
-    res, calls, seen, act = xid_action({"ansible_facts": {"gpufleet_gpu": {"present": True, "xid": XID}}}, {})
+def xid_action(read, xid="become"):
+    """The verification of a host whose Xid read as root (the role's task
+    before it) registered read (None: not registered)."""
+    # the role's own checks are beside the point here
+    task_vars = {"verify_venv_link": "~/ml-env", "verify_xid": xid, "fleet_preflight_done": True}
+    if read is not None:
+        task_vars[verify_host.XID_ROOT] = read
+    act, calls = action({"from_role": "verify", "role_inputs": True, "verify": {"gpu": True}},
+                        {verify_host.MODULE: GOOD})
+    res = act.run(task_vars=task_vars)
     assert not res.get("failed"), res.get("msg")
-    # the read with a sudo become plugin, the verification without it, and the connection as it was
-    assert [name for name, dummy in seen] == [GPU_FACTS, verify_host.MODULE]
-    assert seen[0][1].name == "sudo" and seen[0][1].get_option("become_user") == "root"
-    assert seen[1][1] is None and act._connection.become is None
-    assert calls[0][1] == {"xid": True}
-    assert calls[1][1]["xid"] == "off" and calls[1][1]["xid_answer"] == XID
+    return calls
 
 
-def test_xid_become_that_fails_is_an_answer_that_says_why():
-    res, calls, seen, act = xid_action(AnsibleConnectionFailure("Timeout (12s) waiting for privilege escalation prompt"), {})
-    assert not res.get("failed") and act._connection.become is None
-    answer = calls[-1][1]["xid_answer"]
-    assert answer["events"] == [] and answer["cursor"] is None
-    assert answer["error"] == ("the kernel log was not read as root: "
-                               "Timeout (12s) waiting for privilege escalation prompt")
-    res, calls, seen, act = xid_action({"failed": True, "msg": "Missing sudo password"}, {})
-    assert calls[-1][1]["xid_answer"]["error"] == "the kernel log was not read as root: Missing sudo password"
+def test_xid_become_hands_the_read_as_root_to_the_verification():
+    calls = xid_action({"changed": False, "ansible_facts": {"gpufleet_gpu": {"present": True, "xid": XID}}})
+    # the verification alone runs here, without reading the log itself
+    assert [c[0] for c in calls] == [verify_host.MODULE]
+    assert calls[0][1]["xid"] == "off" and calls[0][1]["xid_answer"] == XID
+    # read and off leave the log to the verification (or to no one)
+    for xid in ("read", "off"):
+        calls = xid_action({"skipped": True}, xid)
+        assert calls[0][1]["xid"] == xid and "xid_answer" not in calls[0][1]
 
 
-def test_xid_become_on_a_host_without_gpus_or_with_become_off():
-    res, calls, seen, act = xid_action({"ansible_facts": {"gpufleet_gpu": {"present": False}}}, {})
-    assert calls[-1][1]["xid_answer"] is None
-    # ansible_become false on the host: the read is made as it is, without become
-    res, calls, seen, act = xid_action({"ansible_facts": {"gpufleet_gpu": {"present": True, "xid": XID}}},
-                                       {"ansible_become": "false"})
-    assert seen[0] == (GPU_FACTS, None) and calls[-1][1]["xid_answer"] == XID
+@pytest.mark.parametrize("read, why", [
+    # a become that failed on the way (ansible-core's error, and its context below the first line)
+    ({"unreachable": True, "changed": False,
+      "msg": "Timeout (12s) waiting for privilege escalation prompt: \nPassword:"},
+     "Timeout (12s) waiting for privilege escalation prompt: "),
+    ({"failed": True, "changed": False, "exception": "(traceback)", "msg": "Missing sudo password"},
+     "Missing sudo password"),
+    # the module's own answer, as it is
+    ({"failed": True, "changed": False, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error"},
+     "MODULE FAILURE\nSee stdout/stderr for the exact error"),
+    ({"failed": True, "changed": False}, "no answer"),
+    # nothing registered: not read
+    (None, "no answer"),
+    ("not a result", "no answer"),
+])
+def test_xid_become_that_failed_is_an_answer_that_says_why(read, why):
+    answer = xid_action(read)[-1][1]["xid_answer"]
+    assert answer == {"source": None, "events": [], "count": 0, "cursor": None,
+                      "error": "the kernel log was not read as root: " + why}
+
+
+def test_xid_become_on_a_host_without_gpus():
+    calls = xid_action({"ansible_facts": {"gpufleet_gpu": {"present": False}}})
+    assert calls[-1][1]["xid"] == "off" and calls[-1][1]["xid_answer"] is None
+
+
+def test_the_roles_xid_read_as_root_is_a_become_task_of_its_own_before_the_verification():
+    """Only a host that asks (verify_xid: become) runs it; what it registers
+    is the action's xid_root."""
+    with open(os.path.join(verify_host.ROOT, "roles", "verify", "tasks", "host.yml"), encoding="utf-8") as f:
+        tasks = yaml.safe_load(f)
+    modules = [next(k for k in t if k.startswith("gpufleet.inference.")) for t in tasks]
+    assert modules == ["gpufleet.inference.gpu_facts", "gpufleet.inference.verify_host"]
+    read = tasks[0]
+    assert read["gpufleet.inference.gpu_facts"] == {"xid": True}
+    assert read["become"] is True and read["when"] == "verify_xid == 'become'"
+    assert read["register"] == verify_host.XID_ROOT
+    assert read["ignore_errors"] is True and read["ignore_unreachable"] is True
+    assert tasks[1]["gpufleet.inference.verify_host"]["role_inputs"] is True
 
 
 def test_the_task_is_changed_only_where_the_module_wrote_the_serving_flags():
