@@ -4,7 +4,7 @@
 At N hosts of 8 GPUs each (synthetic verify results: health, a bf16 smoke
 figure per GPU, a few slow GPUs and a few hosts whose torch moved, so that
 outliers and drift are found), side by side in one run, RUNS pairs in turn:
-  A  the whole run: fleet_report.publish() of all N hosts (what the last task
+  A  the whole run: store.publish() of all N hosts (what the last task
      of an unsliced verify.yml does: the report against the previous one,
      history, renderings, metrics);
   B  the sliced run: write_part() of each of SLICES slices (what each slice's
@@ -28,7 +28,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store  # noqa: E402
 from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.fleet_report_cases import (  # noqa: E402
     health_entry,
     run,
@@ -52,7 +52,7 @@ def view(report):
 
 
 def load(folder):
-    with open(os.path.join(folder, rep.REPORT_BASENAME + ".json"), encoding="utf-8") as fh:
+    with open(os.path.join(folder, store.REPORT_BASENAME + ".json"), encoding="utf-8") as fh:
         return json.load(fh)
 
 
@@ -66,7 +66,7 @@ def main():
     work = tempfile.mkdtemp(prefix="gpufleet-merge-bench-")
     try:
         baseline = os.path.join(work, "baseline")
-        rep.publish(run("verify", **fleet(args.hosts)), baseline)
+        store.publish(run("verify", **fleet(args.hosts)), baseline)
         entries = fleet(args.hosts, moved=True)
         names = sorted(entries)
         slices = [names[k::args.slices] for k in range(args.slices)]
@@ -76,13 +76,13 @@ def main():
             for folder in (whole_dir, sliced_dir):
                 shutil.copytree(baseline, folder)
             start = time.perf_counter()
-            rep.publish(run("verify", **entries), whole_dir)
+            store.publish(run("verify", **entries), whole_dir)
             a = time.perf_counter() - start
             start = time.perf_counter()
             for part, hosts in enumerate(slices, 1):
-                rep.write_part(run("verify", **{h: entries[h] for h in hosts}), sliced_dir, "bench", str(part))
+                store.write_part(run("verify", **{h: entries[h] for h in hosts}), sliced_dir, "bench", str(part))
             parts = time.perf_counter() - start
-            rep.merge_parts(sliced_dir, "bench", expect_parts=args.slices)
+            store.merge_parts(sliced_dir, "bench", expect_parts=args.slices)
             b = time.perf_counter() - start
             if view(load(sliced_dir)) != view(load(whole_dir)):
                 raise SystemExit("report_merge: the merged report differs from the whole run's")

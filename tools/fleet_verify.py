@@ -52,10 +52,8 @@ COLLECTIONS_PATH = (os.path.join(ROOT, ".collections") if CHECKOUT
                     else os.path.dirname(os.path.dirname(os.path.dirname(ROOT))))
 # this copy of the collection first, before any other on the interpreter's path
 sys.path.insert(0, COLLECTIONS_PATH)
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_report import (  # noqa: E402
-    REPORT_BASENAME,
-    summary_table,
-)
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report.format import summary_table  # noqa: E402
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report.store import REPORT_BASENAME  # noqa: E402
 
 # A host is done when the fleet report has judged it: the report's task
 # (roles/fleet/tasks/report.yml, once per play or serial batch) returns each

@@ -4,7 +4,7 @@
 """Action plugin gpufleet.inference.fleet_report: the fleet report of one run, on the controller.
 
 Reads every play host's result and stage from hostvars, compares them with the
-previous report and the deploy-time venv freezes (plugin_utils fleet_report), writes
+previous report and the deploy-time venv freezes (plugin_utils report), writes
 the JSON, Markdown, HTML and Prometheus files, and returns what changed. It
 never touches a host: no connection, no module, no file transfer.
 """
@@ -17,8 +17,9 @@ import os
 from ansible.errors import AnsibleActionFail, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_record import fleet_record
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report.outliers import DEFAULT_OUTLIER_RATIO
 
 ARGUMENT_SPEC = {
     "out_dir": {"type": "path", "required": True},
@@ -28,7 +29,7 @@ ARGUMENT_SPEC = {
     "result_var": {"type": "str", "default": "gpufleet_result"},
     "stage_var": {"type": "str", "default": "gpufleet_stage"},
     "reach_var": {"type": "str"},
-    "outlier_ratio": {"type": "float", "default": fleet_report.DEFAULT_OUTLIER_RATIO},
+    "outlier_ratio": {"type": "float", "default": DEFAULT_OUTLIER_RATIO},
     "outliers_fail": {"type": "bool", "default": False},
     "inventory": {"type": "str"},
     "in_check_mode": {"type": "bool", "default": False},
@@ -165,15 +166,15 @@ class ActionModule(ActionBase):
         if not writes:
             # nothing written, but each host's end of the run is still the
             # report's to say (finish.yml reads it under --check too)
-            result.update(skipped=True, changed=False, finish=fleet_report.finish_unwritten(run, out_dir, args["freeze_dir"]),
+            result.update(skipped=True, changed=False, finish=store.finish_unwritten(run, out_dir, args["freeze_dir"]),
                           msg="check mode: the fleet report is written under --check only with in_check_mode: true")
             return result
         try:
             if args["run_id"]:
-                result.update(fleet_report.write_part(run, out_dir, args["run_id"], args["part"], args["freeze_dir"]))
+                result.update(store.write_part(run, out_dir, args["run_id"], args["part"], args["freeze_dir"]))
             else:
-                result.update(fleet_report.publish(run, out_dir, args["freeze_dir"]))
-        except fleet_report.PartsError as exc:
+                result.update(store.publish(run, out_dir, args["freeze_dir"]))
+        except store.PartsError as exc:
             raise AnsibleActionFail("fleet_report: %s" % exc) from exc
         except OSError as exc:
             raise AnsibleActionFail("fleet_report: cannot write the report under %s: %s" % (out_dir, exc)) from exc
@@ -185,13 +186,13 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("fleet_report: merge needs gpufleet_run_id, the id every slice of the run was given")
         try:
             if not writes:
-                run = fleet_report.read_parts(out_dir, args["run_id"], args["expect_parts"])
+                run = store.read_parts(out_dir, args["run_id"], args["expect_parts"])
                 result.update(skipped=True, changed=False, parts=run["parts"], hosts=len(run["hosts"]),
                               msg="check mode: %d parts of run %s would be merged into one report under %s"
                               % (len(run["parts"]), args["run_id"], out_dir))
                 return result
-            result.update(fleet_report.merge_parts(out_dir, args["run_id"], args["expect_parts"], args["freeze_dir"]))
-        except fleet_report.PartsError as exc:
+            result.update(store.merge_parts(out_dir, args["run_id"], args["expect_parts"], args["freeze_dir"]))
+        except store.PartsError as exc:
             raise AnsibleActionFail("fleet_report: %s" % exc) from exc
         except OSError as exc:
             raise AnsibleActionFail("fleet_report: cannot merge the parts under %s: %s" % (out_dir, exc)) from exc

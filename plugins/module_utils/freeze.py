@@ -6,7 +6,7 @@
 and the venv freezes written from them (gpufleet-freeze.txt, reports/freezes/).
 
 Pure and stdlib only: the filter uv_freeze_parse and the fleet report
-(plugin_utils fleet_report) both read freezes through parse_freeze, so that a
+(plugin_utils report.freeze) both read freezes through parse_freeze, so that a
 package is the same name with the same version in each.
 
 A line gives a package when it pins one version:

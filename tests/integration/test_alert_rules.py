@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, _must_run, cache_lock
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import textfile
 
 PROMETHEUS_DEB = "prometheus=2.42.0+ds-5+deb12u1"
 PROMETHEUS_SHA256 = "81d59a24fce84f7fbe97a45a4f2914b6a5881b5cd1db2a6a0e129e515e1a5f55"
@@ -70,7 +70,7 @@ def test_the_textfile_metrics_pass_promtools_check(promtool, tmp_path):
              "torch": {"torch_version": "2.11.0+cu130", "smoke": [{"device": 0, "dtype": "bfloat16", "tflops": 700.0}],
                        "kernels": [{"check": "flashinfer.rmsnorm", "device": 0, "status": "ok", "relative_error": 0.001}]},
              "deploy_key": "k" * 24}
-    report = rep.build_report({"mode": "verify", "hosts": ["h1"], "results": [entry]})
+    report = store.build_report({"mode": "verify", "hosts": ["h1"], "results": [entry]})
     text = textfile.render(report)
     checked = _promtool(promtool, "check", "metrics", input=text)
     assert checked.returncode == 0, checked.stdout + checked.stderr + text

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -164,9 +164,9 @@ def entry(host, status="ok"):
 
 def write(tmp_path, names):
     run = {"mode": "verify", "hosts": names, "results": [entry(n, "failed" if n == FAILED else "ok") for n in names]}
-    report = rep.build_report(run, now=NOW)
+    report = store.build_report(run, now=NOW)
     out = tmp_path / "report"
-    paths = rep.write_report(report, str(out))
+    paths = store.write_report(report, str(out))
     with open(paths["html"], encoding="utf-8") as fh:
         text = fh.read()
     page = Page(text)
@@ -254,8 +254,8 @@ def trend_report(out, names=("gpu01", "gpu02", "gpu03", "gpu04")):
     the last at NOW); the last report as written."""
     for run in range(TREND_RUNS):
         results = [trend_entry(n, run) for n in names]
-        rep.publish({"mode": "verify", "hosts": list(names), "results": results}, str(out),
-                    now=NOW - datetime.timedelta(days=TREND_RUNS - 1 - run))
+        store.publish({"mode": "verify", "hosts": list(names), "results": results}, str(out),
+                      now=NOW - datetime.timedelta(days=TREND_RUNS - 1 - run))
     with open(os.path.join(str(out), "fleet-report.json"), encoding="utf-8") as fh:
         return json.load(fh)
 

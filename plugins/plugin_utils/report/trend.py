@@ -582,6 +582,6 @@ def gpu_sparkline(gt, runs, host="", index=""):
     return _svg(lines, "\n".join(title), [("data-trend", "gpu"), ("data-host", host), ("data-gpu", index)])
 
 
-# The filters the templates use (fleet_report._env registers them).
+# The filters the templates use (format._env registers them).
 FILTERS = {"trend_text": trend_text, "sparkline": sparkline, "gpu_sparkline": gpu_sparkline, "worsening": worsening,
            "gpus_worsening": gpus_worsening}

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.inference.plugins.filter import nightly
 from ansible_collections.gpufleet.inference.plugins.module_utils.freeze import canonical_name, parse_freeze, parse_freeze_line
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import freeze as report_freeze
 
 
 @pytest.mark.parametrize("name, canonical", [
@@ -82,4 +82,4 @@ def test_the_filter_and_the_report_read_a_freeze_the_same_way(tmp_path):
     assert nightly.uv_freeze_parse(text) == expected
     (tmp_path / "h").mkdir()
     (tmp_path / "h" / "venv.freeze.txt").write_text(text)
-    assert fleet_report.find_freeze(str(tmp_path), "h")["packages"] == expected
+    assert report_freeze.find_freeze(str(tmp_path), "h")["packages"] == expected

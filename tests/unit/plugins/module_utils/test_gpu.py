@@ -201,14 +201,14 @@ def test_serial_reaches_the_fleet_report_json(tmp_path):
     import datetime
     import json
 
-    from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report
+    from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
 
     out = '\n'.join([SERIAL_LINE % '0324118012345' + SERIAL_HEALTH,
                      (SERIAL_LINE % '[N/A]' + SERIAL_HEALTH).replace('0, NVIDIA H200', '1, NVIDIA H200', 1)]) + '\n'
     facts = gpu.facts_from_query(out, '13.0', health=True)
-    report = fleet_report.build_report({'mode': 'verify', 'hosts': ['gpu01'], 'results': [{'status': 'ok', 'gpu': facts}]},
-                                       now=datetime.datetime(2026, 3, 8, 12, 0, 0, tzinfo=datetime.timezone.utc))
-    paths = fleet_report.write_report(report, str(tmp_path))
+    report = store.build_report({'mode': 'verify', 'hosts': ['gpu01'], 'results': [{'status': 'ok', 'gpu': facts}]},
+                                now=datetime.datetime(2026, 3, 8, 12, 0, 0, tzinfo=datetime.timezone.utc))
+    paths = store.write_report(report, str(tmp_path))
     with open(paths['json']) as handle:
         written = json.load(handle)
     rows = written['hosts'][0]['gpus']

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """Host results as the playbooks record them, for the fleet report's tests
-(plugin_utils fleet_report, report_textfile, the fleet_report action)."""
+(plugin_utils report: store, textfile; the fleet_report action)."""
 
 from __future__ import absolute_import, division, print_function
 

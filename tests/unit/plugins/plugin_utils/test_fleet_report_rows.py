@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Fleet report (plugin_utils fleet_report): rows, drift, ordering, freeze diff, renderings."""
+"""Fleet report (plugin_utils report): rows, drift, ordering, freeze diff, renderings."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +9,10 @@ import datetime
 import json
 import os
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import format as fmt
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import freeze as report_freeze
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import rows as report_rows
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
 from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.fleet_report_cases import (
     HEALTHY,
     NOW,
@@ -20,7 +23,7 @@ from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.flee
 
 
 def test_ok_row_has_the_columns():
-    report = rep.build_report(run("verify", gpu1=ok_entry()), now=NOW)
+    report = store.build_report(run("verify", gpu1=ok_entry()), now=NOW)
     row = report["hosts"][0]
     assert row["status"] == "ok"
     assert row["gpu_summary"] == "8x NVIDIA RTX PRO 6000 Blackwell Server Edition"
@@ -36,7 +39,7 @@ def test_ok_row_has_the_columns():
 def test_failing_hosts_come_first_with_their_expectation_diff():
     bad = dict(ok_entry(), status="failed", stage="verify",
                mismatches=["device_count: expected 8, found 7", "torch_version: expected 2.12.0, found 2.13.0"])
-    report = rep.build_report(run("verify", a=ok_entry(), b=bad, c=None, d={"status": "running", "stage": "torch"}), now=NOW)
+    report = store.build_report(run("verify", a=ok_entry(), b=bad, c=None, d={"status": "running", "stage": "torch"}), now=NOW)
     order = [(r["host"], r["status"]) for r in report["hosts"]]
     assert order == [("b", "failed"), ("d", "unreachable"), ("c", "not_run"), ("a", "ok")]
     failed = report["hosts"][0]
@@ -49,8 +52,8 @@ def test_failing_hosts_come_first_with_their_expectation_diff():
 
 
 def test_verify_flags_a_version_change_since_the_previous_run():
-    first = rep.build_report(run("deploy", a=ok_entry(), b=ok_entry()), now=NOW)
-    second = rep.build_report(run("verify", a=ok_entry(), b=ok_entry(torch="2.12.0.dev20260308+cu130")), previous=first, now=NOW)
+    first = store.build_report(run("deploy", a=ok_entry(), b=ok_entry()), now=NOW)
+    second = store.build_report(run("verify", a=ok_entry(), b=ok_entry(torch="2.12.0.dev20260308+cu130")), previous=first, now=NOW)
     rows = {r["host"]: r for r in second["hosts"]}
     assert rows["a"]["status"] == "ok"
     assert rows["b"]["status"] == "drift"
@@ -59,8 +62,8 @@ def test_verify_flags_a_version_change_since_the_previous_run():
 
 
 def test_deploy_changes_are_not_drift():
-    first = rep.build_report(run("deploy", a=ok_entry()), now=NOW)
-    second = rep.build_report(run("deploy", a=ok_entry(torch="2.12.0.dev20260308+cu130")), previous=first, now=NOW)
+    first = store.build_report(run("deploy", a=ok_entry()), now=NOW)
+    second = store.build_report(run("deploy", a=ok_entry(torch="2.12.0.dev20260308+cu130")), previous=first, now=NOW)
     row = second["hosts"][0]
     assert row["status"] == "ok" and row["changes"] and not row["drift"]
 
@@ -70,7 +73,7 @@ def test_freeze_diff_against_the_recorded_freeze(tmp_path):
     freezes.mkdir(parents=True)
     (freezes / "ml-env-abc.txt").write_text("# uv pip freeze\ntorch==2.12.0.dev20260307+cu130\nflashinfer-python==0.6.4\nnumpy==2.3.0\n")
     entry = ok_entry(packages={"torch": "2.12.0.dev20260307+cu130", "flashinfer_python": "0.6.3", "extra": "1"})
-    report = rep.build_report(run("verify", a=entry), freeze_dir=str(tmp_path / "freezes"), now=NOW)
+    report = store.build_report(run("verify", a=entry), freeze_dir=str(tmp_path / "freezes"), now=NOW)
     row = report["hosts"][0]
     assert row["status"] == "drift"
     assert row["freeze_diff"] == [
@@ -91,38 +94,38 @@ def test_the_freeze_is_read_with_the_collections_freeze_parser(tmp_path):
         "-e /src/tool\n"
         "numpy[extra]==2.3.0 ; python_version >= '3.10'\n")
     packages = {"torch": "2.12.0.dev20260307+cu130", "flashinfer-python": "0.6.4", "numpy": "2.3.0"}
-    row = rep.build_report(run("verify", a=ok_entry(packages=packages)), freeze_dir=str(tmp_path / "freezes"),
-                           now=NOW)["hosts"][0]
+    row = store.build_report(run("verify", a=ok_entry(packages=packages)), freeze_dir=str(tmp_path / "freezes"),
+                             now=NOW)["hosts"][0]
     # the direct reference is left out of the freeze as it is of the host's packages: no "sgl-kernel absent" drift
     assert row["freeze"] == "freezes/a/ml-env-abc.freeze.txt"
     assert row["freeze_diff"] == [] and row["status"] == "ok"
     # a freeze that still names the torch of yesterday is drift, version for version
     (freezes / "ml-env-abc.freeze.txt").write_text("torch===2.12.0.dev20260306+cu130\n")
-    row = rep.build_report(run("verify", a=ok_entry(packages={"torch": "2.12.0.dev20260307+cu130"})),
-                           freeze_dir=str(tmp_path / "freezes"), now=NOW)["hosts"][0]
+    row = store.build_report(run("verify", a=ok_entry(packages={"torch": "2.12.0.dev20260307+cu130"})),
+                             freeze_dir=str(tmp_path / "freezes"), now=NOW)["hosts"][0]
     assert row["freeze_diff"] == [{"name": "torch", "old": "2.12.0.dev20260306+cu130", "new": "2.12.0.dev20260307+cu130"}]
     assert "freeze torch: 2.12.0.dev20260306+cu130 -> 2.12.0.dev20260307+cu130" in row["drift"]
 
 
 def test_unreachable_host_keeps_its_last_known_stack():
-    first = rep.build_report(run("deploy", a=ok_entry()), now=NOW)
-    second = rep.build_report(run("verify", a={"status": "unreachable", "message": "ssh: connect refused"}), previous=first, now=NOW)
+    first = store.build_report(run("deploy", a=ok_entry()), now=NOW)
+    second = store.build_report(run("verify", a={"status": "unreachable", "message": "ssh: connect refused"}), previous=first, now=NOW)
     row = second["hosts"][0]
     assert row["status"] == "unreachable" and row["torch_version"] == "2.12.0.dev20260307+cu130"
     assert row["drift"] == ["unreachable"]
 
 
 def test_digest_ignores_the_time_but_not_the_state():
-    a = rep.build_report(run("deploy", a=ok_entry()), now=NOW)
-    b = rep.build_report(run("deploy", a=ok_entry()), previous=a, now=NOW + datetime.timedelta(hours=1))
-    c = rep.build_report(run("deploy", a=ok_entry(torch="2.13.0")), previous=a, now=NOW)
+    a = store.build_report(run("deploy", a=ok_entry()), now=NOW)
+    b = store.build_report(run("deploy", a=ok_entry()), previous=a, now=NOW + datetime.timedelta(hours=1))
+    c = store.build_report(run("deploy", a=ok_entry(torch="2.13.0")), previous=a, now=NOW)
     assert a["digest"] == b["digest"] != c["digest"]
 
 
 def test_renderings_escape_and_contain_every_host(tmp_path):
     bad = dict(ok_entry(), status="failed", stage="verify", message="<script>x</script> | pipe")
-    report = rep.build_report(run("verify", a=ok_entry(), b=bad), now=NOW)
-    paths = rep.write_report(report, str(tmp_path))
+    report = store.build_report(run("verify", a=ok_entry(), b=bad), now=NOW)
+    paths = store.write_report(report, str(tmp_path))
     with open(paths["html"], encoding="utf-8") as fh:
         html = fh.read()
     with open(paths["md"], encoding="utf-8") as fh:
@@ -167,7 +170,7 @@ KERNELS = [
 
 
 def test_kernel_summary_counts_and_failed_names_first():
-    row = rep.build_report(run("verify", a=kernel_entry(KERNELS)), now=NOW)["hosts"][0]
+    row = store.build_report(run("verify", a=kernel_entry(KERNELS)), now=NOW)["hosts"][0]
     k = row["kernels"]
     assert (k["ran"], k["total"], k["passed"], k["failed"], k["skipped"]) == (True, 11, 6, 2, 3)
     assert k["failed_checks"] == ["sgl_kernel.rmsnorm", "flashinfer.mm_fp4.cutlass"]
@@ -187,27 +190,27 @@ def test_kernel_summary_counts_and_failed_names_first():
 
 
 def test_fp8_and_fp4_tflops_per_device_only_when_ok():
-    row = rep.build_report(run("verify", a=kernel_entry(KERNELS)), now=NOW)["hosts"][0]
+    row = store.build_report(run("verify", a=kernel_entry(KERNELS)), now=NOW)["hosts"][0]
     assert row["smoke_tflops"] == [
         {"device": 0, "bfloat16": 301.5, "float16": 310.25, "fp8": 1384.2, "fp4": 2901.5},
         {"device": 1, "fp8": 1370.04}]  # fp4 on gpu1 was skipped: its tflops are not shown
-    assert rep.format_tflops(row["smoke_tflops"]) == (
+    assert fmt.format_tflops(row["smoke_tflops"]) == (
         "gpu0: bfloat16 301.5, float16 310.2, fp8 1384.2, fp4 2901.5; gpu1: fp8 1370.0")
     # A failed GEMM check's figure is left out too, and CPU runs are labelled as such.
-    smoke = rep.build_report(run("verify", a=kernel_entry([
+    smoke = store.build_report(run("verify", a=kernel_entry([
         kernel("torch.fp8_scaled_mm", 0, status="failed", reason="nan", tflops=9.0),
         kernel("torch.fp8_scaled_mm", "cpu", tflops=0.5)])), now=NOW)["hosts"][0]["smoke_tflops"]
     assert smoke == [{"device": 0, "bfloat16": 301.5, "float16": 310.25}, {"device": "cpu", "fp8": 0.5}]
-    assert rep.format_tflops(smoke).endswith("; cpu: fp8 0.5")
+    assert fmt.format_tflops(smoke).endswith("; cpu: fp8 0.5")
 
 
 def test_kernel_column_and_details_in_renderings(tmp_path):
     conflicts = ["torchvision 0.24.1 requires torch==2.9.1, installed torch is 2.11.0+cu130"]
-    report = rep.build_report(run("verify", a=kernel_entry(KERNELS, conflicts=conflicts), b=ok_entry()), now=NOW)
+    report = store.build_report(run("verify", a=kernel_entry(KERNELS, conflicts=conflicts), b=ok_entry()), now=NOW)
     rows = {r["host"]: r for r in report["hosts"]}
     assert rows["a"]["requirement_conflicts"] == conflicts
     assert rows["b"]["kernels"]["ran"] is False and rows["b"]["kernels"]["summary"] == "not run"
-    paths = rep.write_report(report, str(tmp_path))
+    paths = store.write_report(report, str(tmp_path))
     with open(paths["html"], encoding="utf-8") as fh:
         html = fh.read()
     with open(paths["md"], encoding="utf-8") as fh:
@@ -235,40 +238,40 @@ def test_kernel_column_and_details_in_renderings(tmp_path):
 
 
 def test_kernels_not_run_and_error():
-    report = rep.build_report(run("verify", a=kernel_entry([], kernels_error="ImportError: no sgl_kernel"),
-                                  b=None, c={"status": "unreachable"}), now=NOW)
+    report = store.build_report(run("verify", a=kernel_entry([], kernels_error="ImportError: no sgl_kernel"),
+                                    b=None, c={"status": "unreachable"}), now=NOW)
     rows = {r["host"]: r for r in report["hosts"]}
     assert rows["a"]["kernels"]["summary"] == "not run: ImportError: no sgl_kernel"
     assert rows["a"]["kernels"]["error"] == "ImportError: no sgl_kernel"
     for host in ("b", "c"):
         assert rows[host]["kernels"]["summary"] == "not run" and rows[host]["kernels"]["total"] == 0
-    md = rep.render(report, "md")
+    md = fmt.render(report, "md")
     assert "- kernel checks error: ImportError: no sgl_kernel" in md
     # Only skipped checks on an ok host: no section of its own, the column still counts them.
-    skipped = rep.build_report(run("verify", a=kernel_entry([kernel("torch.nvfp4_scaled_mm", 0, status="skipped",
-                                                                    reason="needs sm_100")])), now=NOW)
-    md = rep.render(skipped, "md")
+    skipped = store.build_report(run("verify", a=kernel_entry([kernel("torch.nvfp4_scaled_mm", 0, status="skipped",
+                                                                      reason="needs sm_100")])), now=NOW)
+    md = fmt.render(skipped, "md")
     assert "| 0 ok, 1 skipped |" in md and "## a:" not in md
-    assert "torch.nvfp4_scaled_mm skipped on gpu0: needs sm_100" in rep.render(skipped, "html")
+    assert "torch.nvfp4_scaled_mm skipped on gpu0: needs sm_100" in fmt.render(skipped, "html")
 
 
 def test_old_reports_without_kernel_keys_still_render(tmp_path):
-    report = rep.build_report(run("verify", a=ok_entry(), b=dict(ok_entry(), status="failed", message="x")), now=NOW)
+    report = store.build_report(run("verify", a=ok_entry(), b=dict(ok_entry(), status="failed", message="x")), now=NOW)
     for r in report["hosts"]:
         del r["kernels"], r["requirement_conflicts"]
-    md, html = rep.render(report, "md"), rep.render(report, "html")
+    md, html = fmt.render(report, "md"), fmt.render(report, "html")
     assert "| not run |" in md and "<td>not run</td>" in html
     # An old baseline does not trip the new run: the rows compare as before.
-    second = rep.build_report(run("verify", a=kernel_entry(KERNELS), b=ok_entry()), previous=report, now=NOW)
+    second = store.build_report(run("verify", a=kernel_entry(KERNELS), b=ok_entry()), previous=report, now=NOW)
     assert {r["host"]: r["status"] for r in second["hosts"]} == {"a": "ok", "b": "ok"}
 
 
 def test_sgl_kernel_targets_from_the_arch_audit_are_shown(tmp_path):
     entry = dict(ok_entry(), sgl_kernel_abi_key="0123456789abcdef0123", sgl_kernel_targets=["sm_120a"])
-    report = rep.build_report(run("verify", a=entry, b=ok_entry()), now=NOW)
+    report = store.build_report(run("verify", a=entry, b=ok_entry()), now=NOW)
     rows = {r["host"]: r for r in report["hosts"]}
     assert rows["a"]["sgl_kernel_targets"] == ["sm_120a"] and rows["b"]["sgl_kernel_targets"] == []
-    paths = rep.write_report(report, str(tmp_path))
+    paths = store.write_report(report, str(tmp_path))
     with open(paths["md"], encoding="utf-8") as fh:
         assert "| 0123456789abcdef (sm_120a) |" in fh.read()
     with open(paths["html"], encoding="utf-8") as fh:
@@ -285,8 +288,8 @@ def _with_allreduce(busbw, status="ok", reason=None, gpus=8):
 
 
 def test_allreduce_figures_per_host_and_the_slow_host_is_flagged():
-    report = rep.build_report(run("verify", a=_with_allreduce(40.0), b=_with_allreduce(41.0), c=_with_allreduce(39.0),
-                                  d=_with_allreduce(24.0)), now=NOW)
+    report = store.build_report(run("verify", a=_with_allreduce(40.0), b=_with_allreduce(41.0), c=_with_allreduce(39.0),
+                                    d=_with_allreduce(24.0)), now=NOW)
     rows = {r["host"]: r for r in report["hosts"]}
     assert [r["host"] for r in report["hosts"]] == ["d", "a", "b", "c"]  # drift sorts first
     assert rows["d"]["status"] == "drift"
@@ -295,40 +298,40 @@ def test_allreduce_figures_per_host_and_the_slow_host_is_flagged():
                                   "with 8x NVIDIA RTX PRO 6000 Blackwell Server Edition"]
     for name in "abc":
         assert rows[name]["status"] == "ok" and rows[name]["allreduce"]["outlier"] is None
-    assert rep.format_allreduce(rows["a"]) == "ok 40.0 GB/s at 64 MiB, 8 ranks"
-    assert rep.format_allreduce(rows["d"]) == "ok 24.0 GB/s at 64 MiB, 8 ranks (outlier: 0.61 of the median)"
-    md = rep.render(report, "md")
+    assert fmt.format_allreduce(rows["a"]) == "ok 40.0 GB/s at 64 MiB, 8 ranks"
+    assert fmt.format_allreduce(rows["d"]) == "ok 24.0 GB/s at 64 MiB, 8 ranks (outlier: 0.61 of the median)"
+    md = fmt.render(report, "md")
     assert "| all-reduce |" in md and "ok 24.0 GB/s at 64 MiB, 8 ranks (outlier: 0.61 of the median)" in md
-    assert "<th>all-reduce</th>" in rep.render(report, "html")
+    assert "<th>all-reduce</th>" in fmt.render(report, "html")
 
 
 def test_allreduce_outliers_compare_like_with_like_and_follow_the_ratio():
     # a 4-GPU host is not compared with 8-GPU hosts; one host alone has no siblings
-    report = rep.build_report(run("verify", a=_with_allreduce(40.0), b=_with_allreduce(40.0),
-                                  c=_with_allreduce(10.0, gpus=4)), now=NOW)
+    report = store.build_report(run("verify", a=_with_allreduce(40.0), b=_with_allreduce(40.0),
+                                    c=_with_allreduce(10.0, gpus=4)), now=NOW)
     assert all(r["status"] == "ok" for r in report["hosts"])
     # 35 of a median of 38.5 is 0.91: flagged only where the ratio asks for more
     hosts = dict(a=_with_allreduce(40.0), b=_with_allreduce(38.5), c=_with_allreduce(35.0))
-    assert all(r["status"] == "ok" for r in rep.build_report(run("verify", **hosts), now=NOW)["hosts"])
+    assert all(r["status"] == "ok" for r in store.build_report(run("verify", **hosts), now=NOW)["hosts"])
     strict = dict(run("verify", **hosts), outlier_ratio=0.95)
-    assert [r["host"] for r in rep.build_report(strict, now=NOW)["hosts"] if r["status"] == "drift"] == ["c"]
+    assert [r["host"] for r in store.build_report(strict, now=NOW)["hosts"] if r["status"] == "drift"] == ["c"]
 
 
 def test_allreduce_skips_and_failures_are_shown_and_not_medians():
-    report = rep.build_report(run("verify", a=_with_allreduce(40.0), b=_with_allreduce(None, "skipped", "1 GPU", gpus=8),
-                                  c=_with_allreduce(4.0, "failed", "expected the exact sum on every rank, found ...")), now=NOW)
+    report = store.build_report(run("verify", a=_with_allreduce(40.0), b=_with_allreduce(None, "skipped", "1 GPU", gpus=8),
+                                    c=_with_allreduce(4.0, "failed", "expected the exact sum on every rank, found ...")), now=NOW)
     rows = {r["host"]: r for r in report["hosts"]}
-    assert rep.format_allreduce(rows["b"]) == "skipped: 1 GPU"
-    assert rep.format_allreduce(rows["c"]) == "failed: expected the exact sum on every rank, found ..."
+    assert fmt.format_allreduce(rows["b"]) == "skipped: 1 GPU"
+    assert fmt.format_allreduce(rows["c"]) == "failed: expected the exact sum on every rank, found ..."
     # the failed one is not a sibling: a alone has nothing to be compared with
     assert rows["a"]["allreduce"]["outlier"] is None
-    assert rep.format_allreduce({"allreduce": None}) == "-"
+    assert fmt.format_allreduce({"allreduce": None}) == "-"
 
 
 def test_a_slow_gpu_is_an_outlier_against_the_fleet_median_of_its_model():
     hosts = {"h%02d" % i: health_entry() for i in range(4)}
     hosts["h02"] = health_entry(slow={5: 240.0})
-    report = rep.build_report(run("verify", **hosts), now=NOW)
+    report = store.build_report(run("verify", **hosts), now=NOW)
     rows = {r["host"]: r for r in report["hosts"]}
     slow = rows["h02"]["gpus"][5]
     assert slow["ratio"] == 0.8
@@ -342,10 +345,10 @@ def test_a_slow_gpu_is_an_outlier_against_the_fleet_median_of_its_model():
     assert rows["h02"]["outliers_only"] is True and report["healthy"] is True
     # the Markdown keeps it too
     assert ("- GPU 5 (NVIDIA RTX PRO 6000 Blackwell Server Edition), 0.8 of the model median: "
-            "outlier: bfloat16 TFLOP/s 240.0, 0.80 of the median 300.0") in rep.render(report, "md")
+            "outlier: bfloat16 TFLOP/s 240.0, 0.80 of the median 300.0") in fmt.render(report, "md")
     # a stricter inventory: 0.8 passes 0.75, and outliers can be made to fail their hosts
-    assert rep.build_report(dict(run("verify", **hosts), outlier_ratio=0.75), now=NOW)["hosts"][0]["status"] == "ok"
-    failing = rep.build_report(dict(run("verify", **hosts), outliers_fail=True), now=NOW)
+    assert store.build_report(dict(run("verify", **hosts), outlier_ratio=0.75), now=NOW)["hosts"][0]["status"] == "ok"
+    failing = store.build_report(dict(run("verify", **hosts), outliers_fail=True), now=NOW)
     assert [(r["host"], r["status"]) for r in failing["hosts"]][0] == ("h02", "failed")
     assert failing["healthy"] is False and failing["hosts"][0]["outliers_only"] is False
 
@@ -354,7 +357,7 @@ def test_a_link_or_clock_unlike_its_siblings_is_an_outlier_and_marked():
     hosts = {"h%02d" % i: health_entry() for i in range(3)}
     hosts["h01"] = health_entry(health={3: {"pcie_width_current": 8}, 6: {"remapped_rows_pending": True},
                                         7: {"clocks_event_reasons": ["hw_slowdown"], "clocks_max_sm_mhz": 2100}})
-    report = rep.build_report(run("verify", **hosts), now=NOW)
+    report = store.build_report(run("verify", **hosts), now=NOW)
     row = [r for r in report["hosts"] if r["host"] == "h01"][0]
     assert row["gpus"][3]["marks"] == ["PCIe x8 of x16"]
     assert row["gpus"][3]["outliers"] == [{"what": "PCIe link", "value": "Gen5 x8", "typical": "Gen5 x16", "siblings": 24}]
@@ -367,25 +370,25 @@ def test_a_link_or_clock_unlike_its_siblings_is_an_outlier_and_marked():
 
 def test_outliers_need_siblings_and_models_are_not_mixed():
     # one host alone: its GPUs are compared with each other; a fleet of one GPU has nothing to compare
-    alone = rep.build_report(run("verify", a=health_entry(gpus=1, tflops=100.0)), now=NOW)
+    alone = store.build_report(run("verify", a=health_entry(gpus=1, tflops=100.0)), now=NOW)
     assert alone["hosts"][0]["status"] == "ok" and alone["hosts"][0]["gpus"][0]["ratio"] is None
     # two models: the slower model is not an outlier of the faster one
     h200 = health_entry(gpus=2, tflops=700.0)
     for g in h200["gpu"]["gpus"]:
         g["name"] = "NVIDIA H200"
-    report = rep.build_report(run("verify", a=health_entry(gpus=2), b=h200), now=NOW)
+    report = store.build_report(run("verify", a=health_entry(gpus=2), b=h200), now=NOW)
     assert all(r["status"] == "ok" for r in report["hosts"])
     assert [g["ratio"] for r in report["hosts"] for g in r["gpus"]] == [1.0, 1.0, 1.0, 1.0]
 
 
 def test_health_marks():
-    assert rep.health_marks(HEALTHY) == []
-    assert rep.health_marks(None) == []
+    assert report_rows.health_marks(HEALTHY) == []
+    assert report_rows.health_marks(None) == []
     # a generation read at idle says nothing (the GPU may have lowered it); the width does
     idle = dict(HEALTHY, pcie_gen_current=1, pcie_width_current=8, pcie_read_under_load=None)
-    assert rep.health_marks(idle) == ["PCIe x8 of x16"]
-    assert rep.health_marks(dict(HEALTHY, pcie_gen_current=3, ecc_uncorrected_volatile=4, persistence_mode=False,
-                                 retired_pages_pending=True, remapped_rows_failure=True,
+    assert report_rows.health_marks(idle) == ["PCIe x8 of x16"]
+    assert report_rows.health_marks(dict(HEALTHY, pcie_gen_current=3, ecc_uncorrected_volatile=4, persistence_mode=False,
+                                         retired_pages_pending=True, remapped_rows_failure=True,
                                  clocks_event_reasons=["sw_power_cap", "sw_thermal_slowdown"])) == [
         "PCIe Gen3 of Gen5", "4 uncorrected ECC errors", "retired pages pending", "row remap failed",
         "clocks held back: sw_thermal_slowdown", "persistence mode off"]
@@ -394,7 +397,7 @@ def test_health_marks():
 def test_a_failed_host_does_not_set_the_medians():
     # two healthy hosts at 300 and a failed one whose GPUs ran at 100: the median stays 300
     broken = dict(health_entry(tflops=100.0), status="failed", message="kernels: expected ... found NaN")
-    report = rep.build_report(run("verify", a=health_entry(), b=health_entry(slow={1: 280.0}), c=broken), now=NOW)
+    report = store.build_report(run("verify", a=health_entry(), b=health_entry(slow={1: 280.0}), c=broken), now=NOW)
     rows = {r["host"]: r for r in report["hosts"]}
     assert rows["b"]["gpus"][1]["ratio"] == 0.933 and rows["b"]["status"] == "ok"
     assert rows["c"]["status"] == "failed" and all(g["outliers"] == [] for g in rows["c"]["gpus"])
@@ -402,29 +405,29 @@ def test_a_failed_host_does_not_set_the_medians():
 
 def test_publish_is_changed_only_when_the_fleet_changed(tmp_path):
     hosts = dict(a=ok_entry(), b=dict(ok_entry(), status="failed", message="x: expected 1, found 2"))
-    first = rep.publish(run("deploy", **hosts), str(tmp_path), now=NOW)
-    second = rep.publish(run("deploy", **hosts), str(tmp_path), now=NOW + datetime.timedelta(hours=1))
+    first = store.publish(run("deploy", **hosts), str(tmp_path), now=NOW)
+    second = store.publish(run("deploy", **hosts), str(tmp_path), now=NOW + datetime.timedelta(hours=1))
     assert first["changed"] is True and second["changed"] is False
     assert first["failing"] == ["b"] and first["status"] == {"a": "ok", "b": "failed"}
     assert first["summary"] == "2 hosts: 1 failed, 1 ok" and first["healthy"] is False
     assert first["counts"] == {"failed": 1, "ok": 1} and first["outliers_only"] == []
     assert first["paths"]["json"] == str(tmp_path / "fleet-report.json")
     assert sorted(os.listdir(tmp_path / "history")) == ["20260308T120000Z-deploy.json", "20260308T130000Z-deploy.json"]
-    third = rep.publish(run("deploy", a=ok_entry(), b=ok_entry()), str(tmp_path), now=NOW)
+    third = store.publish(run("deploy", a=ok_entry(), b=ok_entry()), str(tmp_path), now=NOW)
     assert third["changed"] is True and third["healthy"] is True and third["summary"] == "2 hosts: 2 ok"
 
 
 def test_publish_reads_the_freezes_under_the_report_by_default(tmp_path):
     (tmp_path / "freezes" / "a").mkdir(parents=True)
     (tmp_path / "freezes" / "a" / "ml-env-abc.freeze.txt").write_text("torch==2.0.0\n")
-    out = rep.publish(run("verify", a=ok_entry(packages={"torch": "2.12.0"})), str(tmp_path), now=NOW)
+    out = store.publish(run("verify", a=ok_entry(packages={"torch": "2.12.0"})), str(tmp_path), now=NOW)
     assert out["status"] == {"a": "drift"} and out["failing"] == ["a"]
     # another freeze directory: that one is read instead
     other = tmp_path / "elsewhere"
     (other / "a").mkdir(parents=True)
     (other / "a" / "ml-env-abc.freeze.txt").write_text("torch==2.12.0\n")
-    assert rep.publish(run("verify", a=ok_entry(packages={"torch": "2.12.0"})), str(tmp_path), str(other),
-                       now=NOW)["status"] == {"a": "ok"}
+    assert store.publish(run("verify", a=ok_entry(packages={"torch": "2.12.0"})), str(tmp_path), str(other),
+                         now=NOW)["status"] == {"a": "ok"}
 
 
 def test_a_baseline_fetched_before_the_freeze_rename_still_counts(tmp_path):
@@ -435,31 +438,31 @@ def test_a_baseline_fetched_before_the_freeze_rename_still_counts(tmp_path):
     (legacy / "ml-env-abc.lock.txt").write_text("torch==2.0.0\n")
     os.utime(str(legacy / "ml-env-abc.lock.txt"), (1000, 1000))
     verify = run("verify", a=ok_entry(packages={"torch": "2.12.0"}))
-    assert rep.publish(verify, str(tmp_path), now=NOW)["status"] == {"a": "drift"}
-    row = rep.build_report(verify, freeze_dir=rep.freeze_dirs(str(tmp_path)), now=NOW)["hosts"][0]
+    assert store.publish(verify, str(tmp_path), now=NOW)["status"] == {"a": "drift"}
+    row = store.build_report(verify, freeze_dir=report_freeze.freeze_dirs(str(tmp_path)), now=NOW)["hosts"][0]
     assert row["freeze"] == "locks/a/ml-env-abc.lock.txt"
     assert row["freeze_diff"] == [{"name": "torch", "old": "2.0.0", "new": "2.12.0"}]
     assert "freeze torch: 2.0.0 -> 2.12.0" in row["drift"]
     # the fleet role names the freeze folder itself: the earlier folder is still read
-    assert rep.publish(verify, str(tmp_path), str(tmp_path / "freezes"), now=NOW)["status"] == {"a": "drift"}
+    assert store.publish(verify, str(tmp_path), str(tmp_path / "freezes"), now=NOW)["status"] == {"a": "drift"}
     # a deploy of this version fetched a freeze of another venv: the active venv's own baseline still wins
     (tmp_path / "freezes" / "a").mkdir(parents=True)
     (tmp_path / "freezes" / "a" / "ml-env-new.freeze.txt").write_text("torch==2.12.0\n")
-    row = rep.build_report(verify, freeze_dir=rep.freeze_dirs(str(tmp_path)), now=NOW)["hosts"][0]
+    row = store.build_report(verify, freeze_dir=report_freeze.freeze_dirs(str(tmp_path)), now=NOW)["hosts"][0]
     assert row["freeze"] == "locks/a/ml-env-abc.lock.txt" and row["status"] == "drift"
     # the same venv frozen again by this version: the newer freeze is the baseline
     (tmp_path / "freezes" / "a" / "ml-env-abc.freeze.txt").write_text("torch==2.12.0\n")
-    row = rep.build_report(verify, freeze_dir=rep.freeze_dirs(str(tmp_path)), now=NOW)["hosts"][0]
+    row = store.build_report(verify, freeze_dir=report_freeze.freeze_dirs(str(tmp_path)), now=NOW)["hosts"][0]
     assert row["freeze"] == "freezes/a/ml-env-abc.freeze.txt" and row["freeze_diff"] == [] and row["status"] == "ok"
 
 
 def test_the_freeze_folders_are_the_given_or_default_one_then_the_earlier_one(tmp_path):
     out = str(tmp_path)
-    assert rep.freeze_dirs(out) == [os.path.join(out, "freezes"), os.path.join(out, "locks")]
-    assert rep.freeze_dirs(out, "/srv/freezes") == ["/srv/freezes", os.path.join(out, "locks")]
+    assert report_freeze.freeze_dirs(out) == [os.path.join(out, "freezes"), os.path.join(out, "locks")]
+    assert report_freeze.freeze_dirs(out, "/srv/freezes") == ["/srv/freezes", os.path.join(out, "locks")]
     # an operator who pointed the freeze folder at the earlier one reads it once
-    assert rep.freeze_dirs(out, os.path.join(out, "locks")) == [os.path.join(out, "locks")]
-    assert rep.find_freeze([], "a") is None and rep.find_freeze(str(tmp_path / "none"), "a") is None
+    assert report_freeze.freeze_dirs(out, os.path.join(out, "locks")) == [os.path.join(out, "locks")]
+    assert report_freeze.find_freeze([], "a") is None and report_freeze.find_freeze(str(tmp_path / "none"), "a") is None
 
 
 def test_failed_drift_and_outliers_are_told_apart_and_a_failed_gpu_is_one_to_look_at(tmp_path):
@@ -470,14 +473,14 @@ def test_failed_drift_and_outliers_are_told_apart_and_a_failed_gpu_is_one_to_loo
     failed["mismatches"] = ["device_count: expected 8, found 4"]
     failed["torch"]["kernels"] = [{"check": "flashinfer.rmsnorm", "device": 2, "device_name": "x", "status": "failed",
                                    "reason": "3 NaN/Inf of 2048 at M=128"}]
-    report = rep.build_report(run("verify", a=slow, b=failed, c=health_entry(gpus=4), d=health_entry(gpus=4)), now=NOW)
+    report = store.build_report(run("verify", a=slow, b=failed, c=health_entry(gpus=4), d=health_entry(gpus=4)), now=NOW)
     rows = dict((r["host"], r) for r in report["hosts"])
     assert rows["b"]["notes"]["failed"] == ["device_count: expected 8, found 4"]
     assert rows["b"]["notes"]["outlier"] == [] and rows["b"]["notes"]["drift"] == []
     assert rows["a"]["notes"]["failed"] == [] and len(rows["a"]["notes"]["outlier"]) == 1
     assert rows["a"]["notes"]["outlier"][0].startswith("GPU 1: bfloat16 TFLOP/s 200.0 is 0.67 of the median")
     assert [g.get("failed_checks") for g in rows["b"]["gpus"]] == [None, None, ["flashinfer.rmsnorm"], None]
-    paths = rep.write_report(report, str(tmp_path / "r"))
+    paths = store.write_report(report, str(tmp_path / "r"))
     with open(paths["html"], encoding="utf-8") as fh:
         page = fh.read()
     assert "GPUs to look at (2)" in page, "the outlier and the GPU that failed a check"

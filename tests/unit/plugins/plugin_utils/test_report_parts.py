@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
 from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.fleet_report_cases import (
     NOW,
     health_entry,
@@ -36,7 +36,7 @@ def _fleet():
 
 def _previous(tmp_path):
     """The fleet's previous report (one whole run), the baseline of drift."""
-    rep.publish(run("verify", **_fleet()), str(tmp_path), now=NOW)
+    store.publish(run("verify", **_fleet()), str(tmp_path), now=NOW)
 
 
 def _view(report):
@@ -53,12 +53,12 @@ def test_three_parts_merge_into_the_report_of_one_whole_run(tmp_path):
     whole_dir, sliced_dir = tmp_path / "whole", tmp_path / "sliced"
     for folder in (whole_dir, sliced_dir):
         _previous(folder)
-    whole = rep.build_report(run("verify", **_moved(_fleet())), rep.load_previous(str(whole_dir)), now=NOW)
+    whole = store.build_report(run("verify", **_moved(_fleet())), store.load_previous(str(whole_dir)), now=NOW)
     entries = _moved(_fleet())
     slice_outcomes = []
     for i, hosts in enumerate(SLICES, 1):
         part = run("verify", **dict((h, entries[h]) for h in hosts))
-        slice_outcomes.append(rep.write_part(part, str(sliced_dir), "run-4711", str(i), now=NOW))
+        slice_outcomes.append(store.write_part(part, str(sliced_dir), "run-4711", str(i), now=NOW))
     # a slice writes its part and each host's metrics, never the fleet report
     assert sorted(os.listdir(sliced_dir / "parts" / "run-4711")) == ["1.json", "2.json", "3.json"]
     assert all(os.path.exists(sliced_dir / "textfile" / ("%s.prom" % h)) for h in HOSTS)
@@ -68,9 +68,9 @@ def test_three_parts_merge_into_the_report_of_one_whole_run(tmp_path):
     assert len(os.listdir(sliced_dir / "history")) == 1
     # the third slice alone (gpu05, gpu06, both slow) sees no outlier: its own median is theirs
     assert slice_outcomes[2]["outliers_only"] == []
-    merged_outcome = rep.merge_parts(str(sliced_dir), "run-4711", expect_parts=3, now=NOW)
+    merged_outcome = store.merge_parts(str(sliced_dir), "run-4711", expect_parts=3, now=NOW)
     assert merged_outcome["parts"] == ["1", "2", "3"]
-    merged = rep.load_previous(str(sliced_dir))
+    merged = store.load_previous(str(sliced_dir))
     assert _view(merged) == _view(whole)
     view = _view(merged)
     # judged against the whole fleet: the slow hosts' GPUs and gpu02's GPU 5 are outliers, gpu03 drifted
@@ -84,14 +84,14 @@ def test_the_slices_finish_as_the_whole_run_would(tmp_path):
     _previous(tmp_path)
     entries = _moved(_fleet())
     entries["gpu04"] = {"status": "failed", "message": "torch: expected torch importable"}
-    whole = rep.build_report(run("verify", **entries), rep.load_previous(str(tmp_path)), now=NOW)
+    whole = store.build_report(run("verify", **entries), store.load_previous(str(tmp_path)), now=NOW)
     finish = {}
     for i, hosts in enumerate(SLICES, 1):
         part = run("verify", **dict((h, entries[h]) for h in hosts))
-        finish.update(rep.write_part(part, str(tmp_path), "r1", "s%d" % i, now=NOW)["finish"])
+        finish.update(store.write_part(part, str(tmp_path), "r1", "s%d" % i, now=NOW)["finish"])
     # failed and drift fail their hosts in the slice as in the whole run (outliers never, by default)
     assert dict((h, f["fail"]) for h, f in finish.items() if h != "gpu05" and h != "gpu06") == \
-        dict((r["host"], rep.finish_entry(r)["fail"]) for r in whole["hosts"] if r["host"] not in ("gpu05", "gpu06"))
+        dict((r["host"], store.finish_entry(r)["fail"]) for r in whole["hosts"] if r["host"] not in ("gpu05", "gpu06"))
     assert finish["gpu04"]["fail"] and finish["gpu03"]["fail"] and not finish["gpu01"]["fail"]
 
 
@@ -114,15 +114,15 @@ def _write(tmp_path, run_id, name, data):
 def test_bad_parts_are_refused_naming_what_is_wrong_and_nothing_is_written(tmp_path, case, parts, expect, words):
     for name, data in parts:
         _write(tmp_path, "r", name, data)
-    with pytest.raises(rep.PartsError) as caught:
-        rep.merge_parts(str(tmp_path), "r", expect_parts=expect, now=NOW)
+    with pytest.raises(store.PartsError) as caught:
+        store.merge_parts(str(tmp_path), "r", expect_parts=expect, now=NOW)
     assert words in str(caught.value), (case, str(caught.value))
     assert not os.path.exists(tmp_path / "fleet-report.json")
 
 
 @pytest.mark.parametrize("run_id, part", [("a b", "1"), ("../x", "1"), ("r", "1/2"), ("", "1"), ("r", "." * 2)])
 def test_a_bad_run_id_or_part_is_refused_before_anything_is_written(tmp_path, run_id, part):
-    with pytest.raises(rep.PartsError) as caught:
-        rep.write_part(run("verify", gpu01=health_entry()), str(tmp_path), run_id, part, now=NOW)
+    with pytest.raises(store.PartsError) as caught:
+        store.write_part(run("verify", gpu01=health_entry()), str(tmp_path), run_id, part, now=NOW)
     assert "must be 1-64 letters, digits" in str(caught.value)
     assert not os.path.exists(tmp_path / "parts")

@@ -5,8 +5,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import format as fmt
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import textfile
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.fleet_record import fleet_record
 from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.fleet_report_cases import (
     NOW,
@@ -42,10 +43,10 @@ def test_a_busy_refusal_is_its_own_status_never_a_failed_gpu():
                   fail_message="verification of x failed: full verification refused before any CUDA work: GPU 0 " + REASON)
     rec = fleet_record({"verify_result": verify}, "ok", None, "verify")
     assert (rec["status"], rec["stage"]) == ("busy", "verify")
-    row = rep.build_report(run("verify", gpu01=rec), now=NOW)["hosts"][0]
+    row = store.build_report(run("verify", gpu01=rec), now=NOW)["hosts"][0]
     assert row["status"] == "busy" and row["expectation_failures"] == []
     assert row["drift"] == ["busy: " + rec["message"]]
-    finish = rep.finish_entry(row)
+    finish = store.finish_entry(row)
     # not a pass: the host is failed at the end, with the processes named
     assert finish["fail"] and "pid 4242" in finish["msg"] and finish["msg"].startswith("gpu01: busy in verify")
 
@@ -70,18 +71,18 @@ def test_a_drain_that_worked_keeps_the_verifications_outcome():
 
 
 def test_skipped_busy_gpus_and_the_proofs_age_are_in_the_row_and_the_renderings(tmp_path):
-    report = rep.build_report(run("verify", gpu01=busy_entry()), now=NOW)
+    report = store.build_report(run("verify", gpu01=busy_entry()), now=NOW)
     row = report["hosts"][0]
     assert row["status"] == "ok"  # a skip is not a failure
     assert [g["busy"] for g in row["gpus"]] == [None, REASON]
     assert [g["skipped"] for g in row["gpus"]] == [None, REASON]
     assert row["gpus"][1]["processes"][0]["pid"] == 4242
-    cell = rep.format_kernels(row)
+    cell = fmt.format_kernels(row)
     assert cell.endswith("GPU 1 skipped (busy); kernels last proven 3.2 h ago under this stack"), cell
-    notes = rep.kernel_notes(row)
+    notes = fmt.kernel_notes(row)
     assert "GPU 1 skipped: " + REASON in notes
-    assert rep.has_notes(row)
-    paths = rep.write_report(report, str(tmp_path))
+    assert fmt.has_notes(row)
+    paths = store.write_report(report, str(tmp_path))
     markdown = open(paths["md"], encoding="utf-8").read()
     html = open(paths["html"], encoding="utf-8").read()
     assert "GPU 1 skipped (busy)" in markdown and "- GPU 1 skipped: " + REASON in markdown
@@ -89,24 +90,24 @@ def test_skipped_busy_gpus_and_the_proofs_age_are_in_the_row_and_the_renderings(
 
 
 def test_a_drain_from_an_earlier_run_stands_until_a_hook_returns_it():
-    previous = rep.build_report(run("verify", gpu01=dict(ok_entry(), status="failed", message="x",
-                                                         serving={"drained": True, "returned": False,
-                                                                  "reason": "gpufleet: x", "actions": ["drain: gpufleet: x"]})),
+    previous = store.build_report(run("verify", gpu01=dict(ok_entry(), status="failed", message="x",
+                                                           serving={"drained": True, "returned": False,
+                                                                    "reason": "gpufleet: x", "actions": ["drain: gpufleet: x"]})),
                                 now=NOW)
     # no hook ran this time (the host was unreachable, or the hooks were left out): the drain still stands
-    row = rep.build_report(run("verify", gpu01=ok_entry()), previous=previous, now=NOW)["hosts"][0]
+    row = store.build_report(run("verify", gpu01=ok_entry()), previous=previous, now=NOW)["hosts"][0]
     assert row["serving"]["drained"] and row["serving"]["carried"] and row["serving"]["actions"] == []
-    assert "still drained by gpufleet since an earlier run: gpufleet: x" in rep.kernel_notes(row)
+    assert "still drained by gpufleet since an earlier run: gpufleet: x" in fmt.kernel_notes(row)
     # a hook that returned it ends it
     back = dict(ok_entry(), serving={"drained": False, "returned": True, "reason": "", "actions": ["return"]})
-    row = rep.build_report(run("verify", gpu01=back), previous=previous, now=NOW)["hosts"][0]
+    row = store.build_report(run("verify", gpu01=back), previous=previous, now=NOW)["hosts"][0]
     assert not row["serving"]["drained"] and row["serving"]["returned"] and "carried" not in row["serving"]
 
 
 def test_the_metrics_say_busy_gpus_the_proofs_age_and_the_busy_status():
     busy = fleet_record({"verify_result": dict(VERIFIED, passed=False, busy_refused=True, fail_message="refused")}, "ok")
     never = busy_entry(busy=(), never=("GPU 0",), oldest=None, proof_summary="never proven")
-    report = rep.build_report(run("verify", gpu01=busy_entry(), gpu02=never, gpu03=busy), now=NOW)
+    report = store.build_report(run("verify", gpu01=busy_entry(), gpu02=never, gpu03=busy), now=NOW)
     samples = _samples(textfile.render(report))
     busy_gpus = dict(((labels["host"], labels["gpu"]), value) for labels, value in samples["gpufleet_gpu_busy"])
     assert busy_gpus == {("gpu01", "0"): 0, ("gpu01", "1"): 1, ("gpu02", "0"): 0, ("gpu02", "1"): 0}

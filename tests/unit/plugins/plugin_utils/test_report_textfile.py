@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The Prometheus export (plugin_utils report_textfile), read back with the official text-format parser."""
+"""The Prometheus export (plugin_utils report.textfile), read back with the official text-format parser."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,8 +9,9 @@ import os
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import format as fmt
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import textfile
 from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.fleet_report_cases import (
     NOW,
     health_entry,
@@ -32,7 +33,7 @@ def _fleet():
     entry["torch"]["collectives"] = {"status": "ok", "world_size": 8, "correct": True,
                                      "results": [{"size_mib": 64, "busbw_gbps": 21.5}]}
     failed = {"status": "failed", "message": "torch: expected torch importable"}
-    return rep.build_report(run("verify", gpu01=entry, gpu02=health_entry(), gpu03=failed), now=NOW)
+    return store.build_report(run("verify", gpu01=entry, gpu02=health_entry(), gpu03=failed), now=NOW)
 
 
 def test_the_fleet_file_parses_and_says_what_the_report_says():
@@ -74,7 +75,7 @@ def test_a_host_file_has_only_that_host_and_odd_names_are_escaped():
 
 
 def test_write_report_writes_the_fleet_file_and_one_per_host(tmp_path):
-    paths = rep.write_report(_fleet(), str(tmp_path))
+    paths = store.write_report(_fleet(), str(tmp_path))
     assert paths["prom"] == str(tmp_path / "fleet-report.prom")
     assert sorted(os.listdir(paths["textfile_dir"])) == ["gpu01.prom", "gpu02.prom", "gpu03.prom"]
     text = (tmp_path / "textfile" / "gpu03.prom").read_text()
@@ -103,19 +104,19 @@ def _model_fleet():
         "status": "failed", "flags": {}, "args": "", "problems": [problem],
         "qualification": {"NVIDIA H200": {"moe_runner": {"flashinfer_cutlass": {"status": "failed", "reason": reason}}}}}
     bad["status"] = "failed"
-    return rep.build_report(run("verify", gpu01=good, gpu02=bad), now=NOW)
+    return store.build_report(run("verify", gpu01=good, gpu02=bad), now=NOW)
 
 
 def test_the_serving_backends_in_rows_notes_and_metrics():
     report = _model_fleet()
     rows = dict((row["host"], row) for row in report["hosts"])
-    assert rep.format_model(rows["gpu01"]) == "qwen3-30b-a3b tp 1 (none): --moe-runner-backend flashinfer_cutlass"
+    assert fmt.format_model(rows["gpu01"]) == "qwen3-30b-a3b tp 1 (none): --moe-runner-backend flashinfer_cutlass"
     assert rows["gpu02"]["model"]["problems"][0].startswith("no moe_runner backend qualified on NVIDIA H200")
-    notes = rep.kernel_notes(rows["gpu02"])
+    notes = fmt.kernel_notes(rows["gpu02"])
     assert "backend moe_runner flashinfer_cutlass failed on NVIDIA H200: relative error 0.91 > tolerance 0.02 at moe, M=1" \
         in notes, notes
     assert any(n.startswith("model check moe.flashinfer_cutlass.bf16 failed on ") for n in notes), notes
-    assert rep.has_notes(rows["gpu02"]) and not rep.has_notes(rows["gpu01"])
+    assert fmt.has_notes(rows["gpu02"]) and not fmt.has_notes(rows["gpu01"])
     samples = _samples(textfile.render(report))
     assert samples["gpufleet_host_serving_backend"] == [
         ({"host": "gpu01", "family": "moe_runner", "backend": "flashinfer_cutlass", "model": "qwen3-30b-a3b",
@@ -136,7 +137,7 @@ def test_stack_identity_checks_and_proof_time_parse_back():
     entry["torch"]["model_checks"] = [{"check": "model.gemm.bf16", "device": 1, "status": "ok", "relative_error": 0.004}]
     entry["proof"] = {"summary": "kernels last proven 2.0 h ago", "oldest_age_hours": 2.0, "never": [],
                       "devices": [{"label": "GPU 0", "age_hours": 2.0}]}
-    report = rep.build_report(run("verify", gpu01=entry), now=NOW)
+    report = store.build_report(run("verify", gpu01=entry), now=NOW)
     samples = _samples(textfile.render(report))
     assert samples["gpufleet_host_stack_info"] == [(
         {"host": "gpu01", "torch": "2.12.0.dev20260307+cu130", "flashinfer": "0.6.4",

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The fleet report's trend (plugin_utils report_trend): series per host, GPU and
+"""The fleet report's trend (plugin_utils report.trend): series per host, GPU and
 GPU model over the kept history, the steady decline, the history that is not
 there or not readable, and the sparklines."""
 
@@ -14,8 +14,9 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_trend as trend
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import format as fmt
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import trend
 
 START = datetime.datetime(2026, 3, 1, 6, 0, 0, tzinfo=datetime.timezone.utc)
 MODEL = "NVIDIA H200"
@@ -257,9 +258,9 @@ def test_failed_hosts_stay_out_of_the_model_median():
 
 
 def test_history_names_are_the_ones_write_report_gives(tmp_path):
-    rpt = rep.build_report({"mode": "deploy", "hosts": ["a"], "results": [{"status": "unreachable"}]},
-                           now=START + datetime.timedelta(hours=1))
-    rep.write_report(rpt, str(tmp_path))
+    rpt = store.build_report({"mode": "deploy", "hosts": ["a"], "results": [{"status": "unreachable"}]},
+                             now=START + datetime.timedelta(hours=1))
+    store.write_report(rpt, str(tmp_path))
     found = trend.history_files(str(tmp_path / trend.HISTORY_DIRNAME))
     assert [rid for rid, dummy in found] == [("2026-03-01T07:00:00Z", "deploy")]
     assert trend.read_report(found[0][1])["trend_runs"] == [{"generated": "2026-03-01T07:00:00Z", "mode": "deploy"}]
@@ -321,10 +322,10 @@ def _entry(tflops):
 def test_renderings_carry_the_trend_and_a_report_without_one_still_renders():
     previous = None
     for run in range(4):
-        rpt = rep.build_report({"mode": "verify", "hosts": ["a"], "results": [_entry(300.0 - 20 * run)]}, previous,
-                               now=START + datetime.timedelta(days=run))
+        rpt = store.build_report({"mode": "verify", "hosts": ["a"], "results": [_entry(300.0 - 20 * run)]}, previous,
+                                 now=START + datetime.timedelta(days=run))
         previous = json.loads(json.dumps(rpt))
-    md, html = rep.render(rpt, "md"), rep.render(rpt, "html")
+    md, html = fmt.render(rpt, "md"), fmt.render(rpt, "html")
     assert "- GPU 1 (GPU-1) worsening: 300 → 280 → 260 → 240 bfloat16 TFLOP/s (-20% over 4 runs, steady decline)" in md
     assert "| 300 → … → 260 → 240 bfloat16 TFLOP/s (-20% over 4 runs, steady decline) |" in md
     assert "## Trend per GPU model over 4 runs (median GPU)" in md
@@ -333,7 +334,7 @@ def test_renderings_carry_the_trend_and_a_report_without_one_still_renders():
     for key in ("trend_runs", "trend_models", "trend_seen"):
         del rpt[key]
     del rpt["hosts"][0]["trend"]
-    md, html = rep.render(rpt, "md"), rep.render(rpt, "html")
+    md, html = fmt.render(rpt, "md"), fmt.render(rpt, "html")
     body = html.split("</style>")[1]
     assert "worsening" not in md and "spark" not in body and "worsening" not in body
 

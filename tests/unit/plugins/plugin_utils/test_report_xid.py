@@ -7,8 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_textfile as textfile
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import store
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import textfile
 from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.fleet_report_cases import (
     NOW,
     metric_samples as _samples,
@@ -38,7 +38,7 @@ def _row(report, host="gpu01"):
 
 
 def test_first_run_counts_the_boot_and_leaves_a_cursor_for_the_next():
-    report = rep.build_report(run("verify", gpu01=_entry([_event(79, 1, 500), _event(13, 0, 600)])), now=NOW)
+    report = store.build_report(run("verify", gpu01=_entry([_event(79, 1, 500), _event(13, 0, 600)])), now=NOW)
     row = _row(report)
     assert row["status"] == "ok"  # no expectation: counted and shown, never a failure
     assert row["xid"]["since"] == "boot" and row["xid"]["new_count"] == 2
@@ -55,10 +55,10 @@ def test_first_run_counts_the_boot_and_leaves_a_cursor_for_the_next():
 
 
 def test_the_next_run_counts_only_what_came_after_and_fails_under_the_expectation():
-    first = rep.build_report(run("verify", gpu01=_entry([_event(79, 1, 500)])), now=NOW)
+    first = store.build_report(run("verify", gpu01=_entry([_event(79, 1, 500)])), now=NOW)
     expect = {"no_xid_since_last_run": True, "ignore_xids": [13]}
     events = [_event(79, 1, 500), _event(13, 0, 1500), _event(48, 1, 1600)]
-    second = rep.build_report(run("verify", gpu01=_entry(events, expect, read_us=2000)), previous=first, now=NOW)
+    second = store.build_report(run("verify", gpu01=_entry(events, expect, read_us=2000)), previous=first, now=NOW)
     row = _row(second)
     assert row["xid"]["since"] == "last run"
     assert [e["code"] for e in row["xid"]["events"]] == [48] and row["xid"]["ignored"] == 1
@@ -66,10 +66,10 @@ def test_the_next_run_counts_only_what_came_after_and_fails_under_the_expectatio
     assert row["message"].startswith("no_xid_since_last_run: expected no Xid since the last run (ignoring 13), found Xid 48 on GPU 1")
     assert [f["name"] for f in row["expectation_failures"]] == ["no_xid_since_last_run"]
     assert any(n.startswith("no_xid_since_last_run: expected no Xid") for n in row["notes"]["failed"])
-    assert rep.finish_entry(row)["fail"]
+    assert store.finish_entry(row)["fail"]
     assert row["gpus"][1]["xid"] == {"48": 1} and "xid" not in row["gpus"][0]
     # a third run with nothing new passes
-    third = rep.build_report(run("verify", gpu01=_entry(events, expect, read_us=3000)), previous=second, now=NOW)
+    third = store.build_report(run("verify", gpu01=_entry(events, expect, read_us=3000)), previous=second, now=NOW)
     assert _row(third)["status"] == "ok" and _row(third)["xid"]["new_count"] == 0
     samples = _samples(textfile.render(third))
     assert dict((lab["gpu"], v) for lab, v in samples["gpufleet_gpu_xid_errors_since_last_run"]) == {"0": 0, "1": 0}
@@ -77,17 +77,17 @@ def test_the_next_run_counts_only_what_came_after_and_fails_under_the_expectatio
 
 
 def test_a_reboot_counts_the_new_boot_from_its_start():
-    first = rep.build_report(run("verify", gpu01=_entry([], read_us=9000000)), now=NOW)
+    first = store.build_report(run("verify", gpu01=_entry([], read_us=9000000)), now=NOW)
     rebooted = _entry([_event(79, 0, 100, boot="other-boot")])
     rebooted["gpu"]["xid"]["boot_id"] = "other-boot"
-    row = _row(rep.build_report(run("verify", gpu01=rebooted), previous=first, now=NOW))
+    row = _row(store.build_report(run("verify", gpu01=rebooted), previous=first, now=NOW))
     assert row["xid"]["new_count"] == 1 and row["xid"]["cursor"]["boot_id"] == "other-boot"
 
 
 def test_a_log_not_read_fails_the_expectation_and_keeps_the_old_cursor():
-    first = rep.build_report(run("verify", gpu01=_entry([], read_us=700)), now=NOW)
+    first = store.build_report(run("verify", gpu01=_entry([], read_us=700)), now=NOW)
     unread = _entry([], {"no_xid_since_last_run": True}, error="dmesg: read kernel buffer failed: Operation not permitted")
-    report = rep.build_report(run("verify", gpu01=unread), previous=first, now=NOW)
+    report = store.build_report(run("verify", gpu01=unread), previous=first, now=NOW)
     row = _row(report)
     assert row["status"] == "failed"
     assert "found the kernel log not read: dmesg: read kernel buffer failed" in row["message"]
@@ -98,12 +98,12 @@ def test_a_log_not_read_fails_the_expectation_and_keeps_the_old_cursor():
 
 
 def test_an_unreachable_host_keeps_its_cursor_and_a_failed_one_keeps_its_message():
-    first = rep.build_report(run("verify", gpu01=_entry([], read_us=700)), now=NOW)
-    lost = rep.build_report(run("verify", gpu01=None), previous=first, now=NOW)
+    first = store.build_report(run("verify", gpu01=_entry([], read_us=700)), now=NOW)
+    lost = store.build_report(run("verify", gpu01=None), previous=first, now=NOW)
     assert _row(lost)["status"] in ("unreachable", "not_run")
     assert _row(lost)["xid"]["cursor"] == {"boot_id": BOOT, "monotonic_us": 700}
     failed = _entry([_event(79, 0, 900)], {"no_xid_since_last_run": True})
     failed.update(status="failed", message="torch: expected torch importable")
-    row = _row(rep.build_report(run("verify", gpu01=failed), previous=lost, now=NOW))
+    row = _row(store.build_report(run("verify", gpu01=failed), previous=lost, now=NOW))
     assert row["status"] == "failed" and row["message"] == "torch: expected torch importable"
     assert [f["name"] for f in row["expectation_failures"]][-1] == "no_xid_since_last_run"
