@@ -2,8 +2,9 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Controller-free logic of gpufleet.inference.torch_verify: the probe command,
-reading its answer, and judging facts against expectations.
+"""Controller-free logic of gpufleet.inference.torch_verify: reading the probe's
+answer, and judging facts against expectations (the probe's program is built in
+probe_program).
 
 Every failure is one line of the form ``name: expected X, found Y``.
 """
@@ -14,16 +15,13 @@ __metaclass__ = type
 
 import fnmatch
 import json
-import re
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import (
-    collectives, kernel_checks, model_checks, probe_imports, torch_probe)
+from ansible_collections.gpufleet.inference.plugins.module_utils import torch_probe
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
     DEVICE_EXPECT_SPEC, HEALTH_EXPECT_SPEC, XID_EXPECT_SPEC, check_device_expectations, version_tuple)
-
-# module_utils the probe needs, sent inside its one -c string (torch_probe.helper).
-PROBE_HELPERS = (('kernel_checks', kernel_checks), ('model_checks', model_checks), ('probe_imports', probe_imports),
-                 ('collectives', collectives))
+# The probe's program is built in probe_program; flashinfer_aot and the benches import it from here.
+from ansible_collections.gpufleet.inference.plugins.module_utils.probe_program import (  # pylint: disable=unused-import
+    module_source, probe_argv, probe_source)
 
 # The probe's own exit when its alarm fires (default SIGALRM action).
 TIMED_OUT_RC = -14
@@ -49,43 +47,6 @@ SMOKE_DTYPES = ('bfloat16', 'float16')
 
 class ProbeError(Exception):
     """The probe gave no usable answer; msg says why."""
-
-
-def module_source(module):
-    """A module's source text, read from wherever the module_utils were loaded
-    (the AnsiballZ zip on a target, the checkout in unit tests)."""
-    loader = getattr(module, '__loader__', None)
-    source = None
-    if loader is not None and hasattr(loader, 'get_source'):
-        source = loader.get_source(module.__name__)
-    if not source:
-        with open(module.__file__) as handle:
-            source = handle.read()
-    return source
-
-
-def probe_source():
-    """The probe as one program: a prelude that builds the helper modules from
-    their sources (as gpufleet_<name> in sys.modules), then torch_probe."""
-    prelude = ['import sys as _gpufleet_sys, types as _gpufleet_types']
-    for name, module in PROBE_HELPERS:
-        # __gpufleet_source__: a helper that starts child interpreters (collectives) hands them its source
-        prelude.append(
-            '_gpufleet_m = _gpufleet_types.ModuleType(%r)\n'
-            '_gpufleet_m.__gpufleet_source__ = %r\n'
-            'exec(compile(_gpufleet_m.__gpufleet_source__, %r, "exec"), _gpufleet_m.__dict__)\n'
-            '_gpufleet_sys.modules[%r] = _gpufleet_m'
-            % ('gpufleet_' + name, module_source(module), name + '.py', 'gpufleet_' + name))
-    # A __future__ import must open a program; in Python 3 these are no-ops.
-    main = re.sub(r'(?m)^from __future__ import .*$', '', module_source(torch_probe))
-    return '\n'.join(prelude) + '\n' + main
-
-
-def probe_argv(python, params, isolated=True):
-    argv = [python]
-    if isolated:
-        argv.append('-I')  # no user site, no PYTHON* variables, no cwd on sys.path
-    return argv + ['-c', probe_source(), json.dumps(params, sort_keys=True)]
 
 
 def parse_probe_output(rc, out, timeout):

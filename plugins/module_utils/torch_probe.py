@@ -33,8 +33,8 @@ EXTENSION_SETS = ('sgl_kernel', 'flashinfer')
 
 
 def helper(name):
-    """A module_utils helper: in the probe, the module that expectations.probe_source's
-    prelude built from its source (the probe is one -c string, nothing on disk);
+    """A module_utils helper of probe_program.PROBE_HELPERS: in the probe, the module
+    its prelude built from its source (the probe is one -c string, nothing on disk);
     on the controller, the ordinary import."""
     module = sys.modules.get('gpufleet_' + name)
     if module is None:
