@@ -839,362 +839,85 @@ ansible_facts:
           sample: 2.41
 '''
 
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import backends, busy, kernel_checks, model_verify, proof, xid
-from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
-    C_LOCALE,
-    XID_EXPECT_SPEC,
-    check_health_expectations,
-    gather,
-    reread_links,
-)
-from ansible_collections.gpufleet.inference.plugins.module_utils.venv_link import (
-    LinkError,
-    missing_target_message,
-    resolve,
-)
-from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (
-    EXPECT_SPEC,
-    SMOKE_DTYPES,
-    ProbeError,
-    check_collectives,
-    check_expectations,
-    HEALTH_EXPECT_SPEC,
-    check_health,
-    collectives_errors,
-    check_kernels,
-    diagnose_undefined_symbols,
-    parse_probe_output,
-    probe_argv,
-)
+from ansible_collections.gpufleet.inference.plugins.module_utils import backends, busy, model_verify
+from ansible_collections.gpufleet.inference.plugins.module_utils import verify_steps as steps
+from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import EXPECT_SPEC, SMOKE_DTYPES
+from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE
 
 
-def is_executable(path):
-    return os.path.isfile(path) and os.access(path, os.X_OK)
-
-
-def demangle(module, symbols):
-    """symbol -> demangled name, with one c++filt run for all of them; {} without c++filt."""
-    cxxfilt = module.get_bin_path('c++filt')
-    if not symbols or not cxxfilt:
-        return {}
-    rc, out, dummy = module.run_command([cxxfilt] + symbols, errors='replace')
-    lines = out.splitlines()
-    if rc != 0 or len(lines) != len(symbols):
-        return {}
-    return dict((symbol, line.strip()) for symbol, line in zip(symbols, lines) if line.strip() != symbol)
-
-
-def numeric_expectations(expect, use, facts, gpu_facts):
-    """The expectations and facts to judge: a numeric expectation only where the numeric checks ran (a GPU left
-    out is a skip, never a failure), and the devices as nvidia-smi lists them where the probe saw only some."""
-    expect = dict(expect)
-    if not use['numeric']:
-        for name in busy.NUMERIC_EXPECT:
-            expect.pop(name, None)
-    if use['collectives_skip']:
-        expect.pop('min_allreduce_busbw_gbps', None)
-    if use['visible'] is None or not (gpu_facts or {}).get('present'):
-        return expect, facts
-    devices = [dict(index=gpu['index'], name=gpu['name'], compute_capability=gpu['compute_capability'])
-               for gpu in gpu_facts['gpus']]
-    return expect, dict(facts, devices=devices, device_count=len(devices))
-
-
-def keep_proof(module, params, link, facts, gpu_facts):
-    """Add this run's numeric pass to the host's proof record (not in check mode) and report its age in
-    facts['proof']; the max_kernel_proof_age_hours failure, or None."""
-    path = proof.record_path(link['link_path'])
-    gpus = (gpu_facts or {}).get('gpus') or [] if (gpu_facts or {}).get('present') else []
-    by_index = dict((gpu['index'], gpu) for gpu in gpus)
-    on_gpus = bool(gpus) and bool(facts.get('torch_cuda_version'))
-
-    def key_of(gpu):
-        return gpu.get('uuid') or 'gpu%d' % gpu['index']
-
-    def device_key(device):
-        if device == 'cpu' and not on_gpus:
-            return ('cpu', 'cpu')
-        if isinstance(device, int) and device in by_index and on_gpus:
-            return (key_of(by_index[device]), device)
-        return None
-
-    record, error = proof.load(path)
-    stack = proof.stack_of(link['target'], facts, (gpu_facts or {}).get('driver_version'))
-    # a device with any failed numeric check, or a failed all-reduce, proves nothing
-    found = proof.proven(facts, device_key, params['smoke_tolerance'])
-    now = time.time()
-    written = False
-    if found:
-        record = proof.update(record, stack, found, now, params['mode'])
-        # a record that is not one (cut, edited by hand) is written anew; the error still says what was found
-        if not module.check_mode and (error is None or proof.replaceable(path)):
-            try:
-                proof.write(path, record)
-                written = True
-            except (IOError, OSError) as exc:
-                error = 'proof record %s not written: %s' % (path, exc)
-    expected = [(key_of(gpu), 'GPU %d' % gpu['index']) for gpu in gpus] if on_gpus else [('cpu', 'cpu')]
-    fresh = proof.freshness(record, stack, expected, now, proven_now=set(found))
-    fresh.update(path=path, error=error, written=written, proven_now=sorted(found))
-    facts['proof'] = fresh
-    return proof.age_failure(fresh, params['expect'].get('max_kernel_proof_age_hours'))
+def argument_spec():
+    # a new spec each run: AnsibleModule puts the default objects themselves into params
+    return dict(
+        python=dict(type='path'),
+        link=dict(type='str'),
+        venv=dict(type='str', default=''),
+        imports=dict(type='list', elements='str', default=[]),
+        smoke=dict(type='bool', default=False),
+        smoke_size=dict(type='int', default=8192),
+        smoke_iterations=dict(type='int', default=10),
+        smoke_dtypes=dict(type='list', elements='str', choices=list(SMOKE_DTYPES), default=list(SMOKE_DTYPES)),
+        smoke_tolerance=dict(type='float', default=0.02),
+        kernels=dict(type='bool', default=False),
+        kernel_tolerances=dict(type='dict', default={}),
+        flashinfer_workspace_venv=dict(type='bool', default=True),
+        expect=dict(type='dict', default={}, options=EXPECT_SPEC),
+        timeout=dict(type='int', default=300),
+        collectives=dict(type='bool', default=False),
+        collectives_backend=dict(type='str', choices=['nccl', 'gloo'], default='nccl'),
+        collectives_world_size=dict(type='int', default=2),
+        collectives_sizes_mib=dict(type='list', elements='int', default=[1, 16, 64]),
+        collectives_iterations=dict(type='int', default=5),
+        collectives_timeout=dict(type='int', default=120),
+        isolated=dict(type='bool', default=True),
+        environment=dict(type='dict', default={}),
+        packages=dict(type='bool', default=False),
+        markers=dict(type='list', elements='str', default=[]),
+        adopt=dict(type='bool', default=False),
+        gpu=dict(type='bool', default=False),
+        gpu_required=dict(type='bool', default=False),
+        mode=dict(type='str', choices=list(busy.MODES), default='auto'),
+        busy_memory_mib=dict(type='int', default=busy.DEFAULT_BUSY_MEMORY_MIB),
+        proof=dict(type='bool', default=False),
+        model=dict(type='str', default=''),
+        model_config=dict(type='dict'),
+        model_quant_config=dict(type='dict'),
+        tp_size=dict(type='int', default=1),
+        backend_preference=dict(type='dict', default={}),
+        backend_required=dict(type='dict', default={}),
+        backend_families=dict(type='list', elements='str'),
+        sglang_version=dict(type='str', default=backends.DEFAULT_SGLANG_VERSION),
+        model_jit=dict(type='str', choices=list(model_verify.JIT_MODES), default='cache_only'),
+        xid=dict(type='str', choices=['read', 'off'], default='off'),
+        xid_answer=dict(type='dict'),
+        serving_name=dict(type='str', default=''),
+    )
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            python=dict(type='path'),
-            link=dict(type='str'),
-            venv=dict(type='str', default=''),
-            imports=dict(type='list', elements='str', default=[]),
-            smoke=dict(type='bool', default=False),
-            smoke_size=dict(type='int', default=8192),
-            smoke_iterations=dict(type='int', default=10),
-            smoke_dtypes=dict(type='list', elements='str', choices=list(SMOKE_DTYPES), default=list(SMOKE_DTYPES)),
-            smoke_tolerance=dict(type='float', default=0.02),
-            kernels=dict(type='bool', default=False),
-            kernel_tolerances=dict(type='dict', default={}),
-            flashinfer_workspace_venv=dict(type='bool', default=True),
-            expect=dict(type='dict', default={}, options=EXPECT_SPEC),
-            timeout=dict(type='int', default=300),
-            collectives=dict(type='bool', default=False),
-            collectives_backend=dict(type='str', choices=['nccl', 'gloo'], default='nccl'),
-            collectives_world_size=dict(type='int', default=2),
-            collectives_sizes_mib=dict(type='list', elements='int', default=[1, 16, 64]),
-            collectives_iterations=dict(type='int', default=5),
-            collectives_timeout=dict(type='int', default=120),
-            isolated=dict(type='bool', default=True),
-            environment=dict(type='dict', default={}),
-            packages=dict(type='bool', default=False),
-            markers=dict(type='list', elements='str', default=[]),
-            adopt=dict(type='bool', default=False),
-            gpu=dict(type='bool', default=False),
-            gpu_required=dict(type='bool', default=False),
-            mode=dict(type='str', choices=list(busy.MODES), default='auto'),
-            busy_memory_mib=dict(type='int', default=busy.DEFAULT_BUSY_MEMORY_MIB),
-            proof=dict(type='bool', default=False),
-            model=dict(type='str', default=''),
-            model_config=dict(type='dict'),
-            model_quant_config=dict(type='dict'),
-            tp_size=dict(type='int', default=1),
-            backend_preference=dict(type='dict', default={}),
-            backend_required=dict(type='dict', default={}),
-            backend_families=dict(type='list', elements='str'),
-            sglang_version=dict(type='str', default=backends.DEFAULT_SGLANG_VERSION),
-            model_jit=dict(type='str', choices=list(model_verify.JIT_MODES), default='cache_only'),
-            xid=dict(type='str', choices=['read', 'off'], default='off'),
-            xid_answer=dict(type='dict'),
-            serving_name=dict(type='str', default=''),
-        ),
+        argument_spec=argument_spec(),
         required_one_of=[['python', 'link']],
         mutually_exclusive=[['python', 'link']],
         supports_check_mode=True,
     )
     params = module.params
     module.run_command_environ_update = C_LOCALE
+    asked = steps.validate_options(module, params)
     # The GPUs first: their facts travel with every result below, failures included.
-    facts_out = {}
-    health_expected = sorted(key for key in dict(HEALTH_EXPECT_SPEC, **XID_EXPECT_SPEC) if params['expect'].get(key) is not None)
-    if health_expected and not params['gpu']:
-        module.fail_json(msg='expect.%s: needs gpu=true (the GPUs\' health is read with them)' % health_expected[0],
-                         probed=False)
-    collectives_asked = params['collectives'] or params['expect']['min_allreduce_busbw_gbps'] is not None
-    # the model checks are numeric too: the GPUs are read first, a busy one is never disturbed
-    model_asked = bool(params['model'] or params['model_config'])
-    numeric_asked = bool(params['smoke'] or params['kernels'] or params['expect']['kernels'] or collectives_asked
-                         or model_asked)
-    if params['busy_memory_mib'] < 1:
-        module.fail_json(msg='busy_memory_mib: expected a positive number of MiB, found %d' % params['busy_memory_mib'],
-                         probed=False)
-    age = params['expect'].get('max_kernel_proof_age_hours')
-    if age is not None and (age < 0 or not params['proof']):
-        module.fail_json(msg='expect.max_kernel_proof_age_hours: expected a number of hours >= 0 with proof=true and link, '
-                         'found %r%s' % (age, '' if params['proof'] else ' without proof=true'), probed=False)
-    if params['proof'] and not params['link']:
-        module.fail_json(msg='proof: needs link (the record is kept beside the stable path)', probed=False)
-    gpu_facts = None
-    if params['gpu'] or numeric_asked or params['proof'] or params['mode'] != 'auto':
-        # what each GPU is doing is read before any CUDA work: a busy GPU is never disturbed
-        gpu_facts = gather(module, processes=True)[0]
-        busy.judge(gpu_facts, params['busy_memory_mib'])
-    if params['gpu']:
-        facts_out['gpufleet_gpu'] = gpu_facts
-        # Xid errors of this boot from the kernel log (read without root), or
-        # the answer of a read made with become before this module
-        if params['xid_answer']:
-            gpu_facts['xid'] = dict(params['xid_answer'])
-        elif params['xid'] == 'read' and gpu_facts['present']:
-            gpu_facts['xid'] = xid.read(module, gpu_facts['gpus'])
-        # judged by the fleet report, against the cursor the previous run left
-        gpu_facts['xid_expect'] = dict((key, params['expect'].get(key)) for key in XID_EXPECT_SPEC
-                                       if params['expect'].get(key) is not None)
-        if params['gpu_required'] and not facts_out['gpufleet_gpu']['present']:
-            message = 'gpu_required: expected an NVIDIA GPU, found none (%s)' % facts_out['gpufleet_gpu']['error']
-            module.fail_json(msg=message, mismatches=[message], probed=False, ansible_facts=facts_out)
-    if params['venv'] and not params['link']:
-        module.fail_json(msg='venv: only used with link (got venv=%r without link)' % params['venv'])
+    gpu_facts, facts_out = steps.read_gpus(module, params, asked)
     # With link=..., the link's state travels with every result below.
-    extra = {}
-    if params['link']:
-        try:
-            extra['link'] = resolve(params['link'], params['venv'], adopt=params['adopt'])
-        except LinkError as exc:
-            module.fail_json(msg=str(exc), mismatches=[str(exc)], probed=False, ansible_facts=facts_out)
-        missing = missing_target_message(extra['link'])
-        if missing and module.check_mode and extra['link']['target']:
-            module.exit_json(changed=False, probed=False, mismatches=[], ansible_facts=facts_out, msg=(
-                'check mode: %s does not exist yet; it would be verified after the real install.'
-                % extra['link']['target']), **extra)
-        if missing:
-            module.fail_json(msg=missing, mismatches=[missing], probed=False, ansible_facts=facts_out, **extra)
-        python = extra['link']['target'] + '/bin/python'
-    else:
-        python = params['python']
-    if not is_executable(python):
-        module.fail_json(msg='python: expected an executable interpreter, found no executable file at %s' % python,
-                         probed=False, ansible_facts=facts_out, **extra)
-    for name in ('smoke_size', 'smoke_iterations', 'collectives_iterations', 'collectives_timeout'):
-        if params[name] < 1:
-            module.fail_json(msg='%s: expected a positive number, found %d' % (name, params[name]), probed=False, **extra)
-
-    problem = collectives_errors(params)
-    if problem:
-        module.fail_json(msg=problem, probed=False, **extra)
-
-    if params['serving_name'] and (not params['link'] or '/' in params['serving_name']
-                                   or params['serving_name'] in ('.', '..')):
-        module.fail_json(msg='serving_name: expected a file name without "/" (with link), found %r%s'
-                         % (params['serving_name'], '' if params['link'] else ' without link'), probed=False, **extra)
-    for name in params['markers']:
-        if not name or os.path.isabs(name) or '..' in name.split('/'):
-            module.fail_json(msg='markers: expected relative paths under the venv without "..", found %r' % name,
-                             probed=False, **extra)
-
-    known = kernel_checks.check_names()
-    tolerance_names = known + model_verify.check_names()
-    for name in params['expect']['kernels']:
-        if name not in known:
-            module.fail_json(msg='expect.kernels: %r is not a kernel check; allowed: %s' % (name, ', '.join(known)),
-                             probed=False, **extra)
-    for name, value in params['kernel_tolerances'].items():
-        if name not in tolerance_names:
-            module.fail_json(msg='kernel_tolerances: %r is not a kernel check; allowed: %s' % (name, ', '.join(tolerance_names)),
-                             probed=False, **extra)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            module.fail_json(msg='kernel_tolerances: %s must be a positive number (got %r)' % (name, value),
-                             probed=False, **extra)
-    kernels = params['kernels'] or bool(params['expect']['kernels'])
-    model, model_errors = model_verify.resolve(params)
-    if model_errors:
-        module.fail_json(msg='; '.join(model_errors), mismatches=model_errors, probed=False, **extra)
-
-    use = busy.plan(params['mode'], gpu_facts, params['environment'])
-    use['gpus'] = [dict(index=gpu['index'], uuid=gpu.get('uuid'), busy=gpu.get('busy', False),
-                        reason=gpu.get('busy_reason'), processes=gpu.get('processes') or [],
-                        **(gpu.get('usage') or {}))
-                   for gpu in ((gpu_facts or {}).get('gpus') or [])]
-    if use['refused'] and not numeric_asked:
-        # nothing numeric was asked for: nothing to refuse
-        use['refused'] = None
-    if use['refused']:
-        message = use['refused']
-        module.fail_json(msg=message, mismatches=[message], probed=False, busy_refused=True,
-                         ansible_facts=dict(facts_out, gpufleet_torch=dict(python_executable=python, gpu_use=use)), **extra)
-    smoke = params['smoke'] and use['numeric']
-    kernels = kernels and use['numeric']
-
-    imports = list(params['imports'])
-    imports.extend(name for name in params['expect']['imports'] if name not in imports)
-    probe_params = dict(
-        imports=imports,
-        smoke=smoke,
-        smoke_size=params['smoke_size'],
-        smoke_iterations=params['smoke_iterations'],
-        smoke_dtypes=params['smoke_dtypes'],
-        kernels=kernels,
-        kernel_tolerances=params['kernel_tolerances'],
-        flashinfer_workspace_venv=params['flashinfer_workspace_venv'] and 'FLASHINFER_WORKSPACE_BASE' not in params['environment'],
-        consistent=bool(params['expect']['consistent']),
-        timeout=params['timeout'],
-        packages=params['packages'],
-        markers=params['markers'],
-    )
-    if model is not None and use['numeric']:
-        probe_params.update(model_verify.probe_params(model, params))
-    if collectives_asked and not use['collectives_skip']:
-        probe_params.update((name, params[name]) for name in (
-            'collectives', 'collectives_backend', 'collectives_world_size', 'collectives_sizes_mib',
-            'collectives_iterations', 'collectives_timeout'))
-        probe_params['collectives'] = True
-    argv = probe_argv(python, probe_params, isolated=params['isolated'])
-    environ = dict((key, str(value)) for key, value in params['environment'].items())
-    if use['mask'] is not None:
-        # the probe sees the idle GPUs only, in nvidia-smi's order
-        environ['CUDA_VISIBLE_DEVICES'] = use['mask']
-
-    started = time.time()
-    rc, out, err = module.run_command(argv, environ_update=environ, errors='replace')
-    probe_seconds = round(time.time() - started, 3)
-    # The probe source is long and says nothing new: report the command without it.
-    cmd = [arg if arg != argv[-2] else '<probe>' for arg in argv]
-    try:
-        facts = parse_probe_output(rc, out, params['timeout'])
-    except ProbeError as exc:
-        module.fail_json(msg=str(exc), rc=rc, stdout=out, stderr=err, cmd=cmd, mismatches=[str(exc)], probed=True,
-                         ansible_facts=dict(facts_out, gpufleet_torch=dict(python_executable=python, probe_seconds=probe_seconds)),
-                         **extra)
-    facts['probe_seconds'] = probe_seconds
-    if use['visible'] is not None:
-        # torch's device numbers under the mask -> nvidia-smi's
-        for entry in (facts.get('smoke') or []) + (facts.get('kernels') or []) + (facts.get('model_checks') or []):
-            entry['device'] = busy.torch_to_smi(use, entry.get('device'))
-        for device in facts.get('devices') or []:
-            device['index'] = busy.torch_to_smi(use, device.get('index'))
-    if collectives_asked and (use['collectives_skip'] or not use['numeric']):
-        facts['collectives'] = dict(status='skipped', reason=use['collectives_skip'], backend=params['collectives_backend'],
-                                    world_size=None, correct=None, results=[])
-    facts['gpu_use'] = use
-
-    symbols = sorted(set(entry['undefined_symbol'] for entry in facts['imports'].values() if entry.get('undefined_symbol')))
-    diagnose_undefined_symbols(facts, demangle(module, symbols))
-
-    mismatches = check_health(facts, smoke, params['smoke_tolerance'])
-    mismatches.extend(check_kernels(facts))
-    mismatches.extend(check_collectives(facts))
-    if model is not None:
-        mismatches.extend(model_verify.judge(model, facts, params, use['numeric']))
-    if params['gpu']:
-        gpu_facts = facts_out['gpufleet_gpu']
-        worked = facts.get('smoke') or facts.get('kernels') or (facts.get('collectives') or {}).get('results')
-        if gpu_facts['present'] and worked and facts.get('device_count'):
-            # the GPUs have just worked: their links are trained up again
-            reread_links(module, gpu_facts)
-        # no GPU health at all fails every health expectation that was set
-        mismatches.extend(check_health_expectations(params['expect'], gpu_facts))
-    expect, judged = numeric_expectations(params['expect'], use, facts, gpu_facts)
-    mismatches.extend(check_expectations(expect, judged))
-    if params['proof']:
-        problem = keep_proof(module, params, extra['link'], facts, gpu_facts)
-        if problem:
-            mismatches.append(problem)
-    changed = False
-    files = model_verify.serving_files(facts) if params['serving_name'] and not mismatches else None
-    if files is not None:
-        # the verification's only write: a host that failed keeps the files of its last pass
-        extra['serving_files'] = model_verify.write_serving(extra['link']['target'], params['serving_name'], files,
-                                                            module.check_mode)
-        changed = bool(extra['serving_files']['changed'])
-        if extra['serving_files']['error']:
-            mismatches.append(extra['serving_files']['error'])
+    python, extra = steps.find_interpreter(module, params, facts_out)
+    model = steps.validate_checks(module, params, extra)
+    use = steps.plan(module, params, gpu_facts, asked, python, facts_out, extra)
+    facts, ran = steps.probe(module, params, python, use, asked, model, facts_out, extra)
+    mismatches = steps.judge(module, params, facts, ran, use, model, gpu_facts, extra)
+    changed = steps.write(module, params, facts, mismatches, extra)
     result = dict(changed=changed, mismatches=mismatches, probed=True, ansible_facts=dict(facts_out, gpufleet_torch=facts), **extra)
     if mismatches:
         module.fail_json(msg='%d check(s) failed for %s: %s' % (len(mismatches), python, '; '.join(mismatches)),
-                         rc=rc, stderr=err, cmd=cmd, **result)
+                         rc=ran['rc'], stderr=ran['err'], cmd=ran['cmd'], **result)
     module.exit_json(**result)
 
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import busy, gpu, proof
+from ansible_collections.gpufleet.inference.plugins.module_utils import busy, gpu, proof, verify_steps
 from ansible_collections.gpufleet.inference.plugins.modules import gpu_facts, torch_verify
 from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import (
     fixture_text, load_cases, probe_command, run_case)
@@ -39,7 +39,7 @@ def fixed_host(monkeypatch):
     monkeypatch.setattr(gpu, 'own_pids', lambda pid=None, proc='/proc': set([1]))
     monkeypatch.setattr(gpu, 'command_line', lambda pid, proc='/proc', limit=120: CMDLINES.get(pid))
     monkeypatch.setattr(gpu, 'cuda_driver_version', lambda: '13.0')
-    monkeypatch.setattr(torch_verify, 'is_executable', lambda path: True)
+    monkeypatch.setattr(verify_steps, 'is_executable', lambda path: True)
 
 
 @load_cases('test_busy_modes.yaml')
@@ -116,7 +116,7 @@ EXPECT = dict(min_smoke_tflops=300, kernels=['sgl_kernel.rmsnorm'], min_allreduc
 def test_numeric_expectations_are_judged_only_where_the_checks_ran(mode, kept, devices):
     use = busy.plan(mode, GPU_FACTS)
     facts = dict(devices=[dict(index=1, name='NVIDIA H200')], device_count=1)
-    expect, judged = torch_verify.numeric_expectations(EXPECT, use, facts, GPU_FACTS)
+    expect, judged = verify_steps.numeric_expectations(EXPECT, use, facts, GPU_FACTS)
     assert sorted(expect) == kept
     assert [device['index'] for device in judged['devices']] == devices and judged['device_count'] == 2
     assert facts['device_count'] == 1 and EXPECT['min_smoke_tflops'] == 300  # neither changed in place
@@ -125,7 +125,7 @@ def test_numeric_expectations_are_judged_only_where_the_checks_ran(mode, kept, d
 def test_numeric_expectations_without_a_mask_keep_torchs_devices():
     use = busy.plan('full', dict(GPU_FACTS, gpus=[dict(GPU_FACTS['gpus'][1])]))
     facts = dict(devices=[dict(index=0, name='NVIDIA H200')], device_count=1)
-    expect, judged = torch_verify.numeric_expectations(EXPECT, use, facts, GPU_FACTS)
+    expect, judged = verify_steps.numeric_expectations(EXPECT, use, facts, GPU_FACTS)
     assert expect == EXPECT and judged is facts
 
 

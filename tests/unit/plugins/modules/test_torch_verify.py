@@ -8,14 +8,14 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import gpu
+from ansible_collections.gpufleet.inference.plugins.module_utils import gpu, verify_steps
 from ansible_collections.gpufleet.inference.plugins.modules import torch_verify
 from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import load_cases, probe_command, run_case
 
 
 @load_cases('test_torch_verify.yaml')
 def test_torch_verify(case, monkeypatch):
-    monkeypatch.setattr(torch_verify, 'is_executable', lambda path: case.get('python_exists', True))
+    monkeypatch.setattr(verify_steps, 'is_executable', lambda path: case.get('python_exists', True))
     monkeypatch.setattr(gpu, 'cuda_driver_version', lambda: case.get('cuda_driver_version'))
     result, calls = run_case(torch_verify.main, case, monkeypatch, command_matcher=probe_command)
     for args, kwargs, environ in calls:
