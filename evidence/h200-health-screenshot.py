@@ -14,7 +14,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import fleet_report as rep  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import format as fmt  # noqa: E402  pylint: disable=wrong-import-position
 
 EVIDENCE = os.path.join(ROOT, "evidence", "h200-health")
 for run in ("2", "3"):
@@ -23,7 +23,7 @@ for run in ("2", "3"):
     with tempfile.TemporaryDirectory() as tmp:
         page = os.path.join(tmp, "fleet-report.html")
         with open(page, "w", encoding="utf-8") as fh:
-            fh.write(rep.render(report, "html"))
+            fh.write(fmt.render(report, "html"))
         subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
                         "--user-data-dir=" + os.path.join(tmp, "profile"), "--hide-scrollbars",

@@ -15,7 +15,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
-from ansible_collections.gpufleet.inference.plugins.plugin_utils import report_trend  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.report import trend  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.gpufleet.inference.tests.integration import test_report_browser as browser  # noqa: E402  pylint: disable=wrong-import-position
 
 EVIDENCE = os.path.join(ROOT, "evidence", "report-trend")
@@ -25,5 +25,5 @@ with tempfile.TemporaryDirectory() as tmp:
     browser.screenshot(tmp, str(tmp / "report" / "fleet-report.html"), "report-trend.png", folder=EVIDENCE)
 row = [r for r in report["hosts"] if r["host"] == browser.SINKING[0]][0]
 gpu = row["trend"]["gpus"][str(browser.SINKING[1])]
-print("report-trend.png: %s GPU %s: %s; %s" % (row["host"], browser.SINKING[1], report_trend.trend_text(gpu["tflops"], "tflops", 8),
-                                               report_trend.trend_text(gpu["kernel_error"], "kernel_error", 8)))
+print("report-trend.png: %s GPU %s: %s; %s" % (row["host"], browser.SINKING[1], trend.trend_text(gpu["tflops"], "tflops", 8),
+                                               trend.trend_text(gpu["kernel_error"], "kernel_error", 8)))
