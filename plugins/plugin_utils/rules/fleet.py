@@ -35,6 +35,26 @@ def play_keyword_errors(serial, max_fail):
     return errors
 
 
+def play_serial(serial="100%"):
+    """The play's serial: gpufleet_serial when play_keyword_errors takes it,
+    else 100%. The keyword is templated before any host is known, so a bad
+    value must not break the play before the checks that name it have run
+    (the hosts check on the controller, each host's validation under --limit)."""
+    batches = serial if is_list(serial) else [serial]
+    if not batches or any(isinstance(b, bool) or not _SERIAL_RE.match(str(b)) for b in batches):
+        return "100%"
+    return serial
+
+
+def play_max_fail(max_fail=100):
+    """The play's max_fail_percentage: gpufleet_max_fail_percentage when it is
+    an integer 0-100, else 100 (which stops a batch only when all of its hosts
+    failed, as an unset keyword does)."""
+    if isinstance(max_fail, bool) or not _PERCENT_RE.match(str(max_fail)):
+        return 100
+    return int(max_fail)
+
+
 def host_pattern_errors(values):
     """gpufleet_hosts matches no host: a play would skip with "no hosts matched" and exit 0 having done nothing.
 
