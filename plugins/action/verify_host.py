@@ -44,6 +44,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import torch_pin
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import rule_errors
 
 try:
@@ -160,9 +161,10 @@ class _Templar(Exception):
 # the largest part of the checks' cost), though only inventory values go into
 # them. Where a host's variable is still the role's own default (the same
 # text), it is computed here instead, the way the templates compute it, from
-# the values of the variables they read; any value these do not take as
-# plainly as Jinja does (a pin that is not a string, a mapping that is not a
-# dict, a variable that renders undefined) is the templar's.
+# the values of the variables they read (the pin by the function the
+# template's filter is, plugin_utils/nightly.py's torch_pin); any value these
+# do not take as plainly as Jinja does (a pin that is not a string, a mapping
+# that is not a dict, a variable that renders undefined) is the templar's.
 COMPUTED_DEFAULTS = ("verify_torch_pin", "verify_expect")
 _UNDEFINED = object()
 
@@ -181,11 +183,12 @@ def role_defaults(role, names):
 _ROLE_DEFAULTS = role_defaults("verify", COMPUTED_DEFAULTS)
 
 
-def _tilde(value):
-    """Jinja's ~ for the values a pin is made of."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+def _plain(value):
+    """value, where it is one that the template hands nightly_torch_pin as
+    it is here (a string, a number that is not a bool, or nothing)."""
+    if value and (isinstance(value, bool) or not isinstance(value, (str, int))):
         raise _Templar()
-    return str(value)
+    return value
 
 
 def _item(mapping, key):
@@ -384,19 +387,17 @@ class ActionModule(ActionBase):
         return default if falsy and not value else value
 
     def _torch_pin(self, task_vars):
-        """verify_torch_pin's default: torch_nightly_versions.torch, else
-        <torch_nightly_version_base.torch>.dev<torch_nightly_date>[+<variant>]."""
-        torch = _or_default(_item(self._var("torch_nightly_versions", task_vars, {}, True), "torch"), "")
-        if torch:
-            if not isinstance(torch, str):
-                raise _Templar()
-            return torch
-        base = self._var("torch_nightly_version_base", task_vars, {}, True)
+        """verify_torch_pin's default: nightly's torch_pin over the values its
+        template hands the filter nightly_torch_pin (torch_nightly_versions.torch,
+        torch_nightly_version_base.torch, torch_nightly_date,
+        torch_nightly_cuda_variant), each as the template takes it."""
+        version = _or_default(_item(self._var("torch_nightly_versions", task_vars, {}, True), "torch"), "")
+        base = _or_default(_item(self._var("torch_nightly_version_base", task_vars, {}, True), "torch"), "")
         date = self._var("torch_nightly_date", task_vars, "", True)
-        if not (_or_default(_item(base, "torch"), "") and date):
-            return ""
         variant = self._var("torch_nightly_cuda_variant", task_vars, "", True)
-        return _tilde(base["torch"]) + ".dev" + _tilde(date) + (("+" + _tilde(variant)) if variant else "")
+        if version and not isinstance(version, str):
+            raise _Templar()
+        return torch_pin(version, _plain(base), _plain(date), _plain(variant))
 
     def _expect(self, task_vars):
         """verify_expect's default: consistent, the pinned torch, then gpufleet_expect over them."""

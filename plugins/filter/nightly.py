@@ -12,7 +12,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import nightly
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import (
-    nightly_date_valid, nightly_pin_errors, uv_dry_run_changes, uv_freeze_apply, uv_freeze_parse,
+    nightly_date_valid, nightly_pin_errors, torch_pin, uv_dry_run_changes, uv_freeze_apply, uv_freeze_parse,
     uv_requirement_conflicts)
 
 
@@ -41,6 +41,7 @@ class FilterModule(object):
             "nightly_version_parse": nightly_version_parse,
             "nightly_pins": nightly_pins,
             "nightly_pin_errors": nightly_pin_errors,
+            "nightly_torch_pin": torch_pin,
             "uv_freeze_parse": uv_freeze_parse,
             "uv_dry_run_changes": uv_dry_run_changes,
             "uv_freeze_apply": uv_freeze_apply,

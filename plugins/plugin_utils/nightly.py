@@ -73,6 +73,11 @@ def nightly_version_parse(version):
     }
 
 
+def nightly_version(base, date, cuda_variant):
+    """A nightly wheel's version: BASE.devDATE, with +VARIANT where there is one."""
+    return "%s.dev%s%s" % (base, date, "+%s" % cuda_variant if cuda_variant else "")
+
+
 def nightly_pins(packages, date, bases, cuda_variant, versions=None):
     """Full pin per package: an explicit version wins, else BASE.devDATE+VARIANT."""
     versions = versions or {}
@@ -82,13 +87,26 @@ def nightly_pins(packages, date, bases, cuda_variant, versions=None):
         if versions.get(name):
             pins[name] = str(versions[name])
         elif bases.get(name):
-            local = "+%s" % cuda_variant if cuda_variant else ""
-            pins[name] = "%s.dev%s%s" % (bases[name], date, local)
+            pins[name] = nightly_version(bases[name], date, cuda_variant)
         else:
             raise NightlyInputError(
                 "no version for %s: give torch_nightly_versions.%s or torch_nightly_version_base.%s"
                 % (name, name, name))
     return pins
+
+
+def torch_pin(version, base, date, cuda_variant):
+    """The torch an inventory pins, or "" where it pins none (nothing is
+    expected then): its full version (torch_nightly_versions.torch) where
+    it gives one, as it is; else BASE.devDATE[+VARIANT] from the base
+    version (torch_nightly_version_base.torch) and the nightly date where it
+    gives both. Unlike nightly_pins, a missing version is no error: the
+    verification expects only what the inventory pins."""
+    if version:
+        return version
+    if not (base and date):
+        return ""
+    return nightly_version(base, date, cuda_variant)
 
 
 def nightly_pin_errors(pins, cuda_variant=None):

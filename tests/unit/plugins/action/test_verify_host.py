@@ -5,9 +5,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from unittest.mock import MagicMock
 
 import pytest
@@ -379,54 +381,122 @@ def test_the_specs_a_verification_checks_are_parsed_when_the_module_is_imported(
 
 
 # the inventories a pin and an expectation are made from: plain, empty,
-# partial, odd types, templates, and values only the templar takes
+# partial, odd types, templates, and values only the templar takes; with the
+# pin (verify_torch_pin) the templar renders for each
 PIN_INVENTORIES = [
-    {},
-    {"torch_nightly_versions": {"torch": "2.13.0.dev20261201+cu130"}},
-    {"torch_nightly_versions": {}, "torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": "20261201",
-     "torch_nightly_cuda_variant": "cu130"},
-    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": 20261201},
-    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": ""},
-    {"torch_nightly_version_base": {"torch": ""}, "torch_nightly_date": "20261201"},
-    {"torch_nightly_version_base": {}, "torch_nightly_date": "20261201", "torch_nightly_cuda_variant": "cu130"},
-    {"torch_nightly_versions": None, "torch_nightly_version_base": None, "torch_nightly_date": None},
-    {"torch_nightly_versions": {"torch": ""}, "torch_nightly_version_base": {"torch": "2.13.0"},
-     "torch_nightly_date": "20261201", "torch_nightly_cuda_variant": ""},
-    {"torch_nightly_versions": "2.13.0", "torch_nightly_version_base": {"torch": "2.13.0"},
-     "torch_nightly_date": "20261201"},
-    {"torch_nightly_versions": {"torch": 2.13}},
-    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": True},
-    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": "{{ '2026' ~ '1201' }}",
-     "torch_nightly_cuda_variant": "{{ variant | default('cu130') }}"},
-    {"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": "{{ nowhere }}"},
-    {"gpufleet_expect": {"sgl_kernel_version": "0.3.9", "consistent": False}},
-    {"gpufleet_expect": {"torch_version": "2.12.0"}, "torch_nightly_versions": {"torch": "2.13.0"}},
-    {"gpufleet_expect": None},
-    {"gpufleet_expect": "{{ {'cuda_version': '13.0'} }}", "torch_nightly_versions": {"torch": "2.13.0"}},
-    {"gpufleet_expect": {"cuda_version": "{{ cuda | default('13.0') }}"}},
-    {"gpufleet_expect": ["not", "a", "mapping"]},
+    ({}, ""),
+    ({"torch_nightly_versions": {"torch": "2.13.0.dev20261201+cu130"}}, "2.13.0.dev20261201+cu130"),
+    ({"torch_nightly_versions": {}, "torch_nightly_version_base": {"torch": "2.13.0"},
+      "torch_nightly_date": "20261201", "torch_nightly_cuda_variant": "cu130"}, "2.13.0.dev20261201+cu130"),
+    ({"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": 20261201}, "2.13.0.dev20261201"),
+    ({"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": ""}, ""),
+    ({"torch_nightly_version_base": {"torch": ""}, "torch_nightly_date": "20261201"}, ""),
+    ({"torch_nightly_version_base": {}, "torch_nightly_date": "20261201", "torch_nightly_cuda_variant": "cu130"}, ""),
+    ({"torch_nightly_versions": None, "torch_nightly_version_base": None, "torch_nightly_date": None}, ""),
+    ({"torch_nightly_versions": {"torch": ""}, "torch_nightly_version_base": {"torch": "2.13.0"},
+      "torch_nightly_date": "20261201", "torch_nightly_cuda_variant": ""}, "2.13.0.dev20261201"),
+    ({"torch_nightly_versions": "2.13.0", "torch_nightly_version_base": {"torch": "2.13.0"},
+      "torch_nightly_date": "20261201"}, "2.13.0.dev20261201"),
+    ({"torch_nightly_versions": {"torch": 2.13}}, 2.13),
+    ({"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": True}, "2.13.0.devTrue"),
+    ({"torch_nightly_version_base": {"torch": 2.13}, "torch_nightly_date": 20261201, "torch_nightly_cuda_variant": True},
+     "2.13.dev20261201+True"),
+    ({"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": "{{ '2026' ~ '1201' }}",
+      "torch_nightly_cuda_variant": "{{ variant | default('cu130') }}"}, "2.13.0.dev20261201+cu130"),
+    ({"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": "{{ nowhere }}"}, ""),
+    ({"torch_nightly_version_base": {"torch": "2.13.0"}, "torch_nightly_date": "20261201",
+      "torch_nightly_cuda_variant": "{{ nowhere }}"}, "2.13.0.dev20261201"),
+    # templates inside the mappings, undefined ones too
+    ({"torch_nightly_versions": {"torch": "{{ '2.13' ~ '.0' }}"}}, "2.13.0"),
+    ({"torch_nightly_versions": {"torch": "{{ nowhere }}"}, "torch_nightly_version_base": {"torch": "2.13.0"},
+      "torch_nightly_date": "20261201"}, "2.13.0.dev20261201"),
+    ({"torch_nightly_version_base": {"torch": "{{ nowhere }}"}, "torch_nightly_date": "20261201"}, ""),
+    ({"gpufleet_expect": {"sgl_kernel_version": "0.3.9", "consistent": False}}, ""),
+    ({"gpufleet_expect": {"torch_version": "2.12.0"}, "torch_nightly_versions": {"torch": "2.13.0"}}, "2.13.0"),
+    ({"gpufleet_expect": None}, ""),
+    ({"gpufleet_expect": "{{ {'cuda_version': '13.0'} }}", "torch_nightly_versions": {"torch": "2.13.0"}}, "2.13.0"),
+    ({"gpufleet_expect": {"cuda_version": "{{ cuda | default('13.0') }}"}}, ""),
+    ({"gpufleet_expect": ["not", "a", "mapping"]}, ""),
 ]
 
 
-@pytest.mark.parametrize("inventory", PIN_INVENTORIES)
-def test_the_computed_defaults_give_what_the_templar_gives(inventory):
+def trusted(value):
+    """value with every string in it a template, as the inventory's loader gives them."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return dict((k, trusted(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [trusted(v) for v in value]
+    return value
+
+
+def plain(value):
+    """A value as JSON: its kind and its content (a str subclass is a str)."""
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return [kind.__name__, kind(value)]
+    if value is None:
+        return ["none", None]
+    if isinstance(value, Mapping):
+        return ["dict", dict((str(k), plain(v)) for k, v in value.items())]
+    if isinstance(value, (list, tuple)):
+        return ["list", [plain(v) for v in value]]
+    return [type(value).__name__, repr(value)]
+
+
+def computed_defaults_side_by_side():
+    """For each of PIN_INVENTORIES, verify_torch_pin and verify_expect as the
+    templar renders the role's defaults and as the action computes them: a
+    value (plain()), or ["error", the exception's class and its bases]."""
+    out = []
+    for inventory, dummy in PIN_INVENTORIES:
+        variables = trusted(dict(inventory, **verify_host._ROLE_DEFAULTS))
+        templar = Templar(loader=DataLoader(), variables=variables)
+        row = {}
+        for name in ("verify_torch_pin", "verify_expect"):
+            act, dummy = action({"verify": {"link": "x"}}, {})
+            act._templar = templar
+            for who, render in (("templar", lambda: templar.template(variables[name])),
+                                ("action", lambda: act._value(name, variables))):
+                try:
+                    row[name, who] = plain(render())
+                except AnsibleError as exc:
+                    row[name, who] = ["error", [c.__name__ for c in type(exc).__mro__]]
+        out.append(dict(("%s %s" % key, value) for key, value in row.items()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def side_by_side():
+    """computed_defaults_side_by_side() in a Python of its own that installs
+    the collection loader first, as ansible-playbook does: the role's
+    defaults call the collection's filters, which a templar finds only then."""
+    collections = os.path.dirname(os.path.dirname(os.path.dirname(verify_host.ROOT)))
+    code = ("import json, sys; from ansible.plugins.loader import init_plugin_loader; "
+            "init_plugin_loader([sys.argv[1]]); sys.path.insert(0, sys.argv[2]); import test_verify_host as t; "
+            "print(json.dumps(t.computed_defaults_side_by_side()))")
+    done = subprocess.run([sys.executable, "-c", code, collections, os.path.dirname(os.path.abspath(__file__))],
+                          capture_output=True, text=True, check=False,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("index", range(len(PIN_INVENTORIES)))
+def test_the_computed_defaults_give_what_the_templar_gives(index, side_by_side):
     """verify_torch_pin and verify_expect, still the role's own defaults, are
-    computed without Jinja: the result (or the error) must be the templar's."""
+    computed without Jinja: the result (or the error) must be the templar's;
+    and the pin is the one the rule gives."""
     assert sorted(verify_host._ROLE_DEFAULTS) == ["verify_expect", "verify_torch_pin"]
-    variables = dict((k, trust_as_template(v) if isinstance(v, str) else v)
-                     for k, v in dict(inventory, **verify_host._ROLE_DEFAULTS).items())
-    templar = Templar(loader=DataLoader(), variables=variables)
+    row = side_by_side[index]
     for name in ("verify_torch_pin", "verify_expect"):
-        act, dummy = action({"verify": {"link": "x"}}, {})
-        act._templar = templar
-        try:
-            expected = templar.template(variables[name])
-        except AnsibleError as exc:
-            with pytest.raises(type(exc)):
-                act._value(name, variables)
-            continue
-        found = act._value(name, variables)
-        assert found == expected and type(found) is type(expected) or isinstance(found, type(expected)), name
+        expected, found = row[name + " templar"], row[name + " action"]
+        if expected[0] == "error":
+            assert found[0] == "error" and expected[1][0] in found[1], (name, found)
+        else:
+            assert found == expected, name
+    assert row["verify_torch_pin templar"] == plain(PIN_INVENTORIES[index][1])
 
 
 def test_the_computed_defaults_need_no_templar_for_plain_pins():

@@ -104,6 +104,30 @@ def test_explicit_version_wins_over_base():
     assert nightly_pin_errors(pins, "cpu") == []
 
 
+@pytest.mark.parametrize("version, base, date, variant, pin", [
+    # the full version wins, as it is
+    ("2.13.0+cpu", "2.12.0", "20260307", "cu130", "2.13.0+cpu"),
+    (2.13, "", "", "", 2.13),
+    # else base, date and the variant where there is one
+    ("", "2.12.0", "20260307", "cu130", "2.12.0.dev20260307+cu130"),
+    ("", "2.12.0", 20260307, "", "2.12.0.dev20260307"),
+    ("", "2.12.0", True, 0, "2.12.0.devTrue"),
+    # nothing pinned without both: no error, nothing expected
+    ("", "2.12.0", "", "cu130", ""),
+    ("", "", "20260307", "cu130", ""),
+    ("", None, None, None, ""),
+])
+def test_torch_pin_is_the_inventorys_torch_or_nothing(version, base, date, variant, pin):
+    found = FilterModule().filters()["nightly_torch_pin"](version, base, date, variant)
+    assert found == pin and type(found) is type(pin)
+
+
+def test_a_nightly_pin_is_made_as_torch_pin_makes_it():
+    assert nightly_pins(["torch"], "20260307", BASES, "cu130")["torch"] == \
+        nightly.torch_pin("", BASES["torch"], "20260307", "cu130")
+    assert nightly_pins(["torch"], "20260307", BASES, "")["torch"] == "2.12.0.dev20260307"
+
+
 def test_pins_missing_base_names_the_variables():
     with pytest.raises(AnsibleFilterError, match="torch_nightly_version_base.torchaudio"):
         nightly_pins(THREE, "20260307", {"torch": "2.12.0", "torchvision": "0.27.0"}, "cu130")
@@ -196,6 +220,6 @@ def test_conflict_ignores_non_guarded_dependencies():
 def test_filter_module_exports_every_filter():
     filters = FilterModule().filters()
     assert set(filters) == {
-        "nightly_date_valid", "nightly_version_parse", "nightly_pins", "nightly_pin_errors",
+        "nightly_date_valid", "nightly_version_parse", "nightly_pins", "nightly_pin_errors", "nightly_torch_pin",
         "uv_freeze_parse", "uv_dry_run_changes", "uv_freeze_apply", "uv_requirement_conflicts"}
     assert filters["nightly_pins"] is nightly.nightly_pins
