@@ -20,7 +20,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpufleet.inference.plugins.modules.wheelhouse_push import missing
+from ansible_collections.gpufleet.inference.plugins.module_utils.wheelhouse import missing
 
 display = Display()
 

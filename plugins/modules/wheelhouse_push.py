@@ -121,17 +121,7 @@ import os
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-
-
-def missing(files, present):
-    """The entries of files whose base name is absent from present or has another checksum there, by name."""
-    have = dict((os.path.basename(f.get('path') or ''), f.get('checksum')) for f in present)
-    wanted = {}
-    for f in files:
-        name = os.path.basename(f.get('path') or '')
-        if have.get(name) != f.get('checksum'):
-            wanted[name] = f
-    return [wanted[name] for name in sorted(wanted)]
+from ansible_collections.gpufleet.inference.plugins.module_utils.wheelhouse import missing
 
 
 def place(staged, dest, mode):

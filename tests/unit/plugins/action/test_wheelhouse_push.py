@@ -19,6 +19,7 @@ import sys
 
 import pytest
 
+from ansible_collections.gpufleet.inference.plugins.module_utils import wheelhouse
 from ansible_collections.gpufleet.inference.plugins.modules import wheelhouse_push as module
 from ansible_collections.gpufleet.inference.tests.unit.plugins.modules.module_harness import run_case
 
@@ -39,8 +40,8 @@ def test_missing_is_by_name_and_checksum_sorted():
              {"path": "/c/c.whl", "checksum": "3" * 40}]
     present = [{"path": "/h/a.whl", "checksum": "1" * 40}, {"path": "/h/c.whl", "checksum": "9" * 40},
                {"path": "/h/old.whl", "checksum": "4" * 40}]
-    assert [f["path"] for f in module.missing(files, present)] == ["/c/b.whl", "/c/c.whl"]
-    assert module.missing(files[:1], [{"path": "/h/b.whl", "checksum": "2" * 40}]) == []
+    assert [f["path"] for f in wheelhouse.missing(files, present)] == ["/c/b.whl", "/c/c.whl"]
+    assert wheelhouse.missing(files[:1], [{"path": "/h/b.whl", "checksum": "2" * 40}]) == []
 
 
 @pytest.fixture(name="wheels")
