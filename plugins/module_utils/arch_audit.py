@@ -180,37 +180,86 @@ def family_ambiguous(sass):
     return False
 
 
-def covered_by(entry, sass, ptx):
-    """The SASS and PTX names in the given sets that can run target entry."""
-    major, minor, suffix = (int(part) if part.isdigit() else part for part in parse_target(entry))
-    found = []
-    for name in sass:
-        kind, s_major, s_minor, s_suffix = parse_name(name)
-        if (s_major, s_minor, s_suffix) == (major, minor, suffix):
-            found.append(name)
-    for name in ptx:
-        kind, p_major, p_minor, p_suffix = parse_name(name)
-        if suffix == '':
-            # The driver compiles plain PTX for any later GPU.
-            ok = p_suffix == '' and (p_major, p_minor) <= (major, minor)
-        elif suffix == 'a':
-            ok = (p_major, p_minor, p_suffix) == (major, minor, 'a')
-        else:
-            ok = p_suffix == 'f' and p_major == major and p_minor <= minor
-        if ok:
-            found.append(name)
-    return found
+def _sass_runs(target, name, arch_specific):
+    """(runs, plain): whether SASS name runs target (major, minor, suffix), and whether it does so as plain
+    code of an a target's GPU. A cubin of exactly the target runs it; f code runs every GPU of its family,
+    the same major with the same or a higher minor (sm_100f: 10.0 and 10.3, so 10.0a, 10.3a and 10.3f
+    too); plain code runs its own GPU, so an a target of it (sm_90 for 9.0a) unless arch_specific. a code
+    covers no plain target: a build asked for 9.0 is not to depend on 9.0a's instructions."""
+    major, minor, suffix = target
+    _kind, s_major, s_minor, s_suffix = parse_name(name)
+    if (s_major, s_minor, s_suffix) == (major, minor, suffix):
+        return True, False
+    if s_suffix == 'f':
+        return s_major == major and s_minor <= minor, False
+    # Plain SASS of the GPU's own capability runs on it, without the a target's arch-specific instructions.
+    plain = suffix == 'a' and s_suffix == '' and (s_major, s_minor) == (major, minor) and not arch_specific
+    return plain, plain
 
 
-def covers(entry, sass, ptx):
-    """Whether SASS or PTX present runs target entry (see covered_by)."""
-    return bool(covered_by(entry, sass, ptx))
+def _ptx_runs(target, name):
+    """Whether the driver compiles PTX name for target (major, minor, suffix)."""
+    major, minor, suffix = target
+    _kind, p_major, p_minor, p_suffix = parse_name(name)
+    if suffix == '':
+        # The driver compiles plain PTX for any later GPU.
+        return p_suffix == '' and (p_major, p_minor) <= (major, minor)
+    if suffix == 'a':
+        return (p_major, p_minor, p_suffix) == (major, minor, 'a')
+    return p_suffix == 'f' and p_major == major and p_minor <= minor
 
 
-def requirement(entry):
-    """What would cover entry, in words: '(SASS sm_90a or PTX compute_90a)'."""
+def _target_numbers(entry):
     major, minor, suffix = parse_target(entry)
-    sass = sass_name(entry)
+    return int(major), int(minor), suffix
+
+
+def covered_by(entry, sass, ptx, arch_specific=False):
+    """The SASS and PTX names in the given sets that can run target entry. arch_specific: an a target is
+    not run by plain SASS of its GPU (sm_90 for 9.0a), only by its a or f code."""
+    target = _target_numbers(entry)
+    return ([name for name in sass if _sass_runs(target, name, arch_specific)[0]]
+            + [name for name in ptx if _ptx_runs(target, name)])
+
+
+def covers(entry, sass, ptx, arch_specific=False):
+    """Whether SASS or PTX present runs target entry (see covered_by)."""
+    return bool(covered_by(entry, sass, ptx, arch_specific))
+
+
+def plain_only(entry, sass, ptx, arch_specific=False):
+    """The plain SASS that alone runs a target entry (['sm_90'] for 9.0a with SASS sm_90 and no sm_90a,
+    sm_90f or compute_90a), else []: that code runs without the target's arch-specific instructions."""
+    target = _target_numbers(entry)
+    found = covered_by(entry, sass, ptx, arch_specific)
+    plain = [name for name in found if name in sass and _sass_runs(target, name, arch_specific)[1]]
+    return plain if len(plain) == len(found) else []
+
+
+def _either(names):
+    """'a', 'a or b', 'a, b or c'."""
+    return names[0] if len(names) == 1 else '%s or %s' % (', '.join(names[:-1]), names[-1])
+
+
+def _family_sass(major, minor):
+    """The f cubins that run a GPU major.minor, as words: 'sm_100f', 'sm_100f to sm_103f', or None."""
+    family = [m for m in range(int(minor) + 1) if target_entry(major, m, 'f') in MINIMUM_CUDA]
+    if not family:
+        return None
+    first, last = 'sm_%s%sf' % (major, family[0]), 'sm_%s%sf' % (major, family[-1])
+    return first if first == last else '%s to %s' % (first, last)
+
+
+def requirement(entry, arch_specific=False):
+    """What would cover entry, in words: '(SASS sm_90a or PTX compute_90a)',
+    '(SASS sm_100a, sm_100f or sm_100, or PTX compute_100a)'."""
+    major, minor, suffix = parse_target(entry)
+    sass = [sass_name(entry)] if suffix != 'f' else []
+    family = _family_sass(major, minor)
+    if family:
+        sass.append(family)
+    if suffix == 'a' and not arch_specific:
+        sass.append(sass_name(target_entry(major, minor)))
     if suffix == '':
         ptx = 'compute_%s%s or lower' % (major, minor)
     elif suffix == 'a':
@@ -219,7 +268,7 @@ def requirement(entry):
         ptx = ptx_name(entry)
     else:
         ptx = 'compute_%s0f to compute_%s%sf' % (major, major, minor)
-    return '(SASS %s or PTX %s)' % (sass, ptx)
+    return '(SASS %s%s or PTX %s)' % (_either(sass), ',' if len(sass) > 1 else '', ptx)
 
 
 def describe_code(listing):
@@ -241,19 +290,21 @@ def normalize_targets(entries):
     return found
 
 
-def audit(requested, listings):
+def audit(requested, listings, arch_specific=False):
     """Audit cuobjdump listings against the requested targets.
 
     listings: {file: {'sass': [names], 'ptx': [names], 'device_code': bool}}.
-    Returns {'requested', 'files', 'missing', 'unwanted', 'compiled'}: missing and
-    unwanted are lists of {'file', 'target'} (a requested entry for missing, a
-    cuobjdump name for unwanted). A file without device code misses nothing; if
-    no file has device code, every requested target is missing for file '*'.
+    Returns {'requested', 'files', 'missing', 'unwanted', 'plain_only', 'compiled'}: missing and
+    unwanted are lists of {'file', 'target'} (a requested entry for missing, a cuobjdump name for
+    unwanted); plain_only lists {'file', 'target', 'sass'} where an a target runs on plain SASS alone
+    (see plain_only()). A file without device code misses nothing; if no file has device code, every
+    requested target is missing for file '*'. arch_specific: see covered_by().
     """
     requested = normalize_targets(requested)
     files = []
     missing = []
     unwanted = []
+    plain = []
     compiled = set()
     for path in sorted(listings):
         listing = listings[path]
@@ -266,11 +317,13 @@ def audit(requested, listings):
         compiled.update(sass)
         compiled.update(ptx)
         for entry in requested:
-            if not covers(entry, sass, ptx):
+            if not covers(entry, sass, ptx, arch_specific):
                 missing.append({'file': path, 'target': entry})
+            plain.extend({'file': path, 'target': entry, 'sass': name}
+                         for name in plain_only(entry, sass, ptx, arch_specific))
         for name in sass + ptx:
             alone = ([name], []) if name.startswith('sm_') else ([], [name])
-            if not any(covers(entry, *alone) for entry in requested):
+            if not any(covers(entry, *alone, arch_specific=arch_specific) for entry in requested):
                 unwanted.append({'file': path, 'target': name})
     if requested and not any(item['device_code'] for item in files):
         missing = [{'file': '*', 'target': entry} for entry in requested]
@@ -279,19 +332,27 @@ def audit(requested, listings):
         'files': files,
         'missing': missing,
         'unwanted': unwanted,
+        'plain_only': plain,
         'compiled': sorted(compiled, key=name_key),
     }
 
 
-def missing_message(report, root):
-    """One sentence per shared object that lacks a requested target."""
+def plain_only_notes(report):
+    """One sentence per shared object and a target that it runs on plain SASS alone."""
+    return ['%s runs on %s through plain SASS %s, without the arch-specific instructions of %s'
+            % (item['file'], item['target'], item['sass'], sass_name(item['target']))
+            for item in report['plain_only']]
+
+
+def missing_message(report, root, arch_specific=False):
+    """One sentence per shared object that lacks a requested target (arch_specific: as audit() was run)."""
     by_file = {}
     for item in report['missing']:
         by_file.setdefault(item['file'], []).append(item['target'])
     listings = dict((item['file'], item) for item in report['files'])
     sentences = []
     for path in sorted(by_file):
-        needs = ', '.join('%s %s' % (entry, requirement(entry)) for entry in by_file[path])
+        needs = ', '.join('%s %s' % (entry, requirement(entry, arch_specific)) for entry in by_file[path])
         if path == '*':
             checked = [item['file'] for item in report['files']]
             why = ('no shared object in it has device code (host-only: %s)' % ', '.join(checked)
@@ -336,14 +397,15 @@ def scope_for(path, scope):
     return None
 
 
-def scoped_audit(requested, listings, scope):
+def scoped_audit(requested, listings, scope, arch_specific=False):
     """audit() where a shared object matched by a scope entry is audited only for the requested targets
     that the entry serves: libraries that serve some GPUs by design (FlashMLA, FA3) are not refused for the
     others. Adds 'scoped_out': [{'file', 'targets', 'reason'}], one per shared object with device code
     that was not audited for some requested target, so that what was left out is said."""
     requested = normalize_targets(requested)
-    report = audit(requested, listings)
+    report = audit(requested, listings, arch_specific)
     missing = []
+    plain = []
     scoped_out = []
     with_code = dict((item['file'], item) for item in report['files'])
     for path in sorted(listings):
@@ -353,9 +415,11 @@ def scoped_audit(requested, listings, scope):
             scoped_out.append({'file': path, 'targets': [t for t in requested if t not in serves],
                                'reason': entry.get('reason') or 'serves %s only' % ', '.join(entry['serves'])})
         missing.extend(item for item in report['missing'] if item['file'] == path and item['target'] in serves)
+        plain.extend(item for item in report['plain_only'] if item['file'] == path and item['target'] in serves)
     # no shared object with device code at all: every target is missing for the artifact ('*')
     missing.extend(item for item in report['missing'] if item['file'] == '*')
     report['missing'] = missing
+    report['plain_only'] = plain
     report['scoped_out'] = scoped_out
     return report
 

@@ -23,10 +23,14 @@ description:
     argument lists with a C locale. C(--list-elf) names a family-specific cubin (C(sm_100f)) like the plain one
     (C(x.1.sm_100.cubin)), so where it lists a plain SASS target of major 10 or later, the fatbin headers
     (C(cuobjdump FILE) without options, C(arch = sm_100f)) are read as well and give the SASS targets.
-  - A requested target (a C(TORCH_CUDA_ARCH_LIST) entry) is covered by SASS of exactly that target (C(sm_90a)
-    for V(9.0a); C(sm_90) does not cover V(9.0a), nor C(sm_90a) V(9.0)), or by PTX that the driver
-    compiles for it - for a plain V(X.Y) plain PTX C(compute_Z) with Z <= XY, for V(X.Ya) exactly
-    C(compute_XYa), for V(X.Yf) C(compute_XWf) of the same major with W <= Y.
+  - A requested target (a C(TORCH_CUDA_ARCH_LIST) entry) is covered by SASS that the GPU runs, or by PTX that
+    the driver compiles for it. SASS - that of exactly the target (C(sm_90a) for V(9.0a)); family-specific
+    SASS C(sm_XWf) for every target of the same major X with minor Y >= W, whatever its suffix (C(sm_100f)
+    covers V(10.0), V(10.0a), V(10.3), V(10.3a), V(10.3f)); and for an C(a) target, plain SASS of its GPU
+    (C(sm_90) for V(9.0a)), which lacks the target's arch-specific instructions - said in RV(plain_only)
+    and RV(notes), and not counted with O(require_arch_specific). Arch-specific SASS covers no plain target
+    (C(sm_90a) does not cover V(9.0)). PTX - for a plain V(X.Y) plain PTX C(compute_Z) with Z <= XY, for
+    V(X.Ya) exactly C(compute_XYa), for V(X.Yf) C(compute_XWf) of the same major with W <= Y.
   - A shared object without device code (cuobjdump says C(does not contain device code); a host-only
     library such as a CPU op library) misses nothing. When no shared object of the artifact has device code,
     every requested target is missing for the artifact as a whole (file V(*)).
@@ -67,6 +71,13 @@ options:
     description:
       - Fail when a shared object carries SASS or PTX that no requested target needs (build time spent on
         GPUs the fleet does not have).
+    type: bool
+    default: false
+  require_arch_specific:
+    description:
+      - An C(a) target (V(9.0a)) is covered only by its arch-specific or family-specific code (C(sm_90a),
+        C(compute_90a), C(sm_100f) for V(10.0a)), not by plain SASS of its GPU (C(sm_90)), which runs there
+        without the arch-specific instructions (wgmma and the like) that the fast kernels need.
     type: bool
     default: false
 extends_documentation_fragment:
@@ -168,6 +179,34 @@ unwanted:
       type: str
       sample: sm_100a
   sample: [{"file": "sgl_kernel/common_ops.abi3.so", "target": "sm_100a"}]
+plain_only:
+  description:
+    - Requested C(a) targets that a shared object runs on plain SASS of the target's GPU alone (no C(a) or
+      C(f) SASS, no C(a) PTX for it) - it runs, without the target's arch-specific instructions. Empty with
+      O(require_arch_specific), where those targets are in RV(missing) instead.
+  returned: success or a failed audit
+  type: list
+  elements: dict
+  contains:
+    file:
+      description: Path of the shared object (as in RV(files)).
+      type: str
+      sample: sgl_kernel/infllm_ops.abi3.so
+    target:
+      description: The requested target.
+      type: str
+      sample: "9.0a"
+    sass:
+      description: The plain SASS that runs it.
+      type: str
+      sample: sm_90
+  sample: [{"file": "sgl_kernel/infllm_ops.abi3.so", "target": "9.0a", "sass": "sm_90"}]
+notes:
+  description: One sentence per RV(plain_only) entry.
+  returned: success or a failed audit
+  type: list
+  elements: str
+  sample: ["sgl_kernel/infllm_ops.abi3.so runs on 9.0a through plain SASS sm_90, without the arch-specific instructions of sm_90a"]
 compiled:
   description: Every target found in the artifact, lowest first, SASS before PTX of the same target.
   returned: success or a failed audit
@@ -202,6 +241,7 @@ def main():
             cuda_home=dict(type='path'),
             fail_on_missing=dict(type='bool', default=True),
             fail_on_unwanted=dict(type='bool', default=False),
+            require_arch_specific=dict(type='bool', default=False),
         ),
         mutually_exclusive=[('cuobjdump', 'cuda_home')],
         supports_check_mode=True,
@@ -235,11 +275,11 @@ def main():
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    report = arch_audit.audit(requested, listings)
-    result = dict(changed=False, cuobjdump=cuobjdump, **report)
+    report = arch_audit.audit(requested, listings, params['require_arch_specific'])
+    result = dict(changed=False, cuobjdump=cuobjdump, notes=arch_audit.plain_only_notes(report), **report)
     problems = []
     if params['fail_on_missing'] and report['missing']:
-        problems.append(arch_audit.missing_message(report, path))
+        problems.append(arch_audit.missing_message(report, path, params['require_arch_specific']))
     if params['fail_on_unwanted'] and report['unwanted']:
         problems.append(arch_audit.unwanted_message(report))
     if problems:

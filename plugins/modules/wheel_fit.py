@@ -18,14 +18,18 @@ description:
     wheel whose shared objects link against PyTorch) must pass - does it carry code for the GPUs, and does it
     load against the torch that is installed.
   - B(Arch) - the SASS and PTX of every shared object (C(cuobjdump), as M(gpufleet.inference.arch_audit) reads
-    them) against O(targets). A shared object matched by an O(scope) entry is audited only for the targets that
-    entry serves; what was left out is returned in C(arch.scoped_out) with the entry's reason.
+    them) against O(targets), with its rules - family-specific SASS (C(sm_100f)) covers every GPU of its
+    family, and an C(a) target run by plain SASS of its GPU alone (C(sm_90) for V(9.0a)) fits with a sentence in
+    RV(notes), unless O(require_arch_specific). A shared object matched by an O(scope) entry is audited only
+    for the targets that entry serves; what was left out is returned in C(arch.scoped_out) with the entry's reason.
   - B(ABI) - every undefined dynamic symbol of its shared objects in the namespaces torch provides (C(c10::),
     C(at::), C(torch::), C(caffe2::)) must be exported by a library in the venv's C(torch/lib). The first
     unresolved ones are named, demangled, with the overloads of the same name that torch does export (a
     parameter that changed type). The CUDA runtime the wheel links (C(libcudart.so.N)) must be the major
     version torch was built with, and the torch libraries it links must exist (a CPU torch has no
-    C(libc10_cuda.so)). The wheel's tags must fit the venv's Python and machine.
+    C(libc10_cuda.so)). The wheel's tags must fit the venv's Python and machine. When the wheel does not fit,
+    the torch its metadata requires is named beside the venv's if the venv's does not meet it (PEP 440 - the
+    local label of C(2.14.1+cu130) meets C(==2.14.1)), or if the metadata names none.
   - The shared objects are read as ELF by the module itself (no binutils needed); demangling uses the C++
     runtime's own demangler. Torch is located through the venv's interpreter without importing it.
   - O(path) alone gives the arch verdict and RV(abi_needs); O(needs) (an earlier run's RV(abi_needs)) with
@@ -47,6 +51,12 @@ options:
     type: list
     elements: str
     default: []
+  require_arch_specific:
+    description:
+      - An C(a) target (V(9.0a)) is covered only by its arch-specific or family-specific code, not by plain SASS
+        of its GPU (C(sm_90)); as the same option of M(gpufleet.inference.arch_audit).
+    type: bool
+    default: false
   scope:
     description:
       - Libraries that serve some GPUs only, by design. Each entry - C(files) (a glob on the path inside the
@@ -152,6 +162,14 @@ reasons:
        c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool) (torch exports
        c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, unsigned int, bool,
        c10::cuda::CUDAErrorLogCapture*))"
+notes:
+  description:
+    - Sentences about what fits with a caveat - an C(a) target that a shared object runs on plain SASS of its
+      GPU alone, without the target's arch-specific instructions (C(arch.plain_only)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["sgl_kernel/infllm_ops.abi3.so runs on 9.0a through plain SASS sm_90, without the arch-specific instructions of sm_90a"]
 wheel:
   description: The wheel's name, version, tags and the torch its metadata requires (empty when it names none).
   returned: when O(path) is a wheel, or from O(needs)
@@ -159,8 +177,8 @@ wheel:
   sample: {"name": "sgl-kernel", "version": "0.3.21", "tags": ["cp310-abi3-manylinux2014_x86_64"], "requires_torch": ""}
 arch:
   description:
-    - The audit as M(gpufleet.inference.arch_audit) returns it (requested, files, missing, compiled, cuobjdump)
-      plus C(scoped_out) - [{file, targets, reason}]. C(judged) false and C(why) when not judged.
+    - The audit as M(gpufleet.inference.arch_audit) returns it (requested, files, missing, plain_only, compiled,
+      cuobjdump) plus C(scoped_out) - [{file, targets, reason}]. C(judged) false and C(why) when not judged.
   returned: always
   type: dict
 abi:
@@ -185,7 +203,7 @@ import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import arch_audit, elf_symbols
+from ansible_collections.gpufleet.inference.plugins.module_utils import arch_audit, elf_symbols, probe_imports
 from ansible_collections.gpufleet.inference.plugins.module_utils.cuobjdump import (
     SHARED_OBJECT_RE, extract_wheel, find_cuobjdump, list_targets, shared_objects_in)
 from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import C_LOCALE
@@ -395,14 +413,37 @@ def judge_abi(needs, torch, show):
     return result, reasons + result['libraries']
 
 
-def judge_arch(module, objects, targets, scope):
+def judge_arch(module, objects, targets, scope, arch_specific):
     cuobjdump = find_cuobjdump(module, CUOBJDUMP_HINT)
     listings = dict((name, list_targets(module, cuobjdump, name, full, READ_HINT)) for name, full in objects)
-    report = arch_audit.scoped_audit(targets, listings, scope)
+    report = arch_audit.scoped_audit(targets, listings, scope, arch_specific)
     report.update(judged=True, cuobjdump=cuobjdump)
-    reasons = [arch_audit.missing_message(dict(report, missing=[m]), 'the wheel').replace('arch audit: ', '', 1)
+    reasons = [arch_audit.missing_message(dict(report, missing=[m]), 'the wheel', arch_specific).replace('arch audit: ', '', 1)
                for m in report['missing']]
     return report, reasons
+
+
+def torch_pin_met(requires_torch, torch_version):
+    """Whether torch_version meets every torch requirement of the wheel's metadata (wheel_info's
+    requires_torch: Requires-Dist lines joined by '; '), per PEP 440: True, False, or None when one
+    cannot be read. Markers are not evaluated."""
+    verdicts = []
+    for part in requires_torch.split(';'):
+        match = re.match(r'^\s*torch\s*(?:\[[^\]]*\])?\s*\(?([^()]*)\)?\s*$', part, re.I)
+        if match:  # a marker ('platform_machine == "x86_64"') names no torch
+            verdicts.append(probe_imports.version_satisfies(torch_version, re.sub(r'\s+', '', match.group(1))))
+    if False in verdicts:
+        return False
+    return None if None in verdicts or not verdicts else True
+
+
+def torch_pin_reason(requires_torch, torch_version):
+    """The sentence that names the torch the wheel's metadata requires beside the venv's, or None when the
+    venv's meets it: a met pin is no reason, only one that is not met (or cannot be read), or none at all."""
+    if requires_torch and torch_pin_met(requires_torch, torch_version):
+        return None
+    return ('the wheel\'s metadata %s; the venv has torch %s'
+            % ('requires ' + requires_torch if requires_torch else 'names no torch it was built for', torch_version))
 
 
 def main():
@@ -411,6 +452,7 @@ def main():
             path=dict(type='path'),
             targets=dict(type='list', elements='str', default=[]),
             scope=dict(type='list', elements='dict', default=[]),
+            require_arch_specific=dict(type='bool', default=False),
             cuobjdump=dict(type='path'),
             cuda_home=dict(type='path'),
             python=dict(type='path'),
@@ -440,7 +482,7 @@ def main():
     if path and os.path.isfile(path) and not (path.endswith('.whl') or SHARED_OBJECT_RE.search(path)):
         module.fail_json(msg='path: must be a wheel (.whl), a directory or a shared object (.so); got %s' % path)
 
-    result = dict(changed=False, judged=[], reasons=[])
+    result = dict(changed=False, judged=[], reasons=[], notes=[])
     reasons = []
     needs = params['needs']
     scratch = None
@@ -457,8 +499,10 @@ def main():
             needs['wheel'] = result.get('wheel') or {}
             result['abi_needs'] = needs
             if targets:
-                result['arch'], found = judge_arch(module, objects, targets, params['scope'])
+                result['arch'], found = judge_arch(module, objects, targets, params['scope'],
+                                                   params['require_arch_specific'])
                 result['judged'].append('arch')
+                result['notes'] = arch_audit.plain_only_notes(result['arch'])
                 reasons.extend(found)
             else:
                 result['arch'] = {'judged': False, 'why': 'no targets given'}
@@ -483,9 +527,9 @@ def main():
             reasons.append('the wheel\'s tags %s do not install on %s on %s'
                            % (', '.join(tags), torch['python_tag'], torch['machine']))
         pin = (result.get('wheel') or {}).get('requires_torch')
-        if reasons and result['abi'].get('torch_version'):
-            reasons.append('the wheel\'s metadata %s; the venv has torch %s'
-                           % ('requires ' + pin if pin else 'names no torch it was built for', result['abi']['torch_version']))
+        named = torch_pin_reason(pin, result['abi']['torch_version']) if result['abi'].get('torch_version') else None
+        if reasons and named:
+            reasons.append(named)
     else:
         result['abi'] = {'judged': False, 'why': 'no python given (the venv whose torch to judge against)'}
     result['reasons'] = reasons

@@ -104,10 +104,14 @@ def test_family_ambiguous(sass, ambiguous):
 
 @pytest.mark.parametrize('entry, sass, ptx, covered', [
     ('9.0a', ['sm_90a'], [], True),
-    # An a target needs exactly its a code: plain SASS or PTX does not do.
-    ('9.0a', ['sm_90'], [], False),
+    # Plain SASS of the a target's own GPU runs there (with a note, see plain_only); plain PTX does not do.
+    ('9.0a', ['sm_90'], [], True),
+    ('9.0a', ['sm_89'], [], False),
+    ('9.0a', ['sm_80'], [], False),
+    ('12.0a', ['sm_90'], [], False),
     ('9.0a', [], ['compute_90'], False),
     ('9.0a', [], ['compute_90a'], True),
+    # Arch-specific SASS covers no plain target.
     ('9.0', ['sm_90a'], [], False),
     ('9.0', ['sm_90'], [], True),
     # Plain PTX is compiled by the driver for any later GPU, not for an earlier one.
@@ -117,20 +121,71 @@ def test_family_ambiguous(sass, ambiguous):
     ('12.0a', [], ['compute_90'], False),
     ('12.0', [], ['compute_90a'], False),
     ('12.0', [], ['compute_100f'], False),
-    # An f target: its SASS, or f PTX of the same major and a lower or equal minor.
+    # An f target: f SASS or f PTX of the same major and a lower or equal minor.
     ('10.0f', ['sm_100f'], [], True),
     ('10.0f', ['sm_100'], [], False),
     ('10.0f', ['sm_100a'], [], False),
+    ('10.3f', ['sm_100f'], [], True),
+    ('10.3f', ['sm_103f'], [], True),
+    ('10.0f', ['sm_103f'], [], False),
     ('10.3f', [], ['compute_100f'], True),
     ('10.3f', [], ['compute_103f'], True),
     ('10.0f', [], ['compute_103f'], False),
     ('12.0f', [], ['compute_100f'], False),
     ('10.3f', [], ['compute_100'], False),
-    ('10.3f', ['sm_100f'], [], False),
     ('12.1a', ['sm_120a'], ['compute_120a'], False),
+    # Family SASS runs every GPU of its family, whatever the target's suffix.
+    ('10.0', ['sm_100f'], [], True),
+    ('10.0a', ['sm_100f'], [], True),
+    ('10.3', ['sm_100f'], [], True),
+    ('10.3a', ['sm_100f'], [], True),
+    ('12.0a', ['sm_120f'], [], True),
+    ('12.1', ['sm_120f'], [], True),
+    ('12.1a', ['sm_120f'], [], True),
+    ('10.0a', ['sm_103f'], [], False),
+    ('12.0', ['sm_121f'], [], False),
+    ('11.0a', ['sm_100f'], [], False),
+    ('12.0a', ['sm_100f'], [], False),
+    # No PTX of another suffix stands in: compute_100f is compiled for f targets only.
+    ('10.0a', [], ['compute_100f'], False),
+    ('10.0', [], ['compute_100f'], False),
 ])
 def test_covers(entry, sass, ptx, covered):
     assert aa.covers(entry, sass, ptx) is covered
+
+
+@pytest.mark.parametrize('entry, sass, ptx, covered', [
+    # Required arch-specific code: plain SASS no longer covers an a target; a and f code still do.
+    ('9.0a', ['sm_90'], [], False),
+    ('10.0a', ['sm_100'], [], False),
+    ('9.0a', ['sm_90a'], [], True),
+    ('10.0a', ['sm_100f'], [], True),
+    ('10.3a', ['sm_100f'], [], True),
+    ('9.0a', [], ['compute_90a'], True),
+    # Plain targets are as without it.
+    ('9.0', ['sm_90'], [], True),
+    ('12.0', [], ['compute_90'], True),
+])
+def test_covers_with_arch_specific_code_required(entry, sass, ptx, covered):
+    assert aa.covers(entry, sass, ptx, arch_specific=True) is covered
+
+
+@pytest.mark.parametrize('entry, sass, ptx, plain', [
+    ('9.0a', ['sm_90'], [], ['sm_90']),
+    ('9.0a', ['sm_80', 'sm_90', 'sm_120a'], [], ['sm_90']),
+    ('10.0a', ['sm_100'], [], ['sm_100']),
+    # Other code for the target as well: it runs with its arch-specific instructions.
+    ('9.0a', ['sm_90', 'sm_90a'], [], []),
+    ('9.0a', ['sm_90'], ['compute_90a'], []),
+    ('10.0a', ['sm_100', 'sm_100f'], [], []),
+    # Not covered, or a plain target: nothing to say.
+    ('9.0a', ['sm_80'], [], []),
+    ('9.0', ['sm_90'], [], []),
+    ('10.0a', ['sm_100f'], [], []),
+])
+def test_plain_only(entry, sass, ptx, plain):
+    assert aa.plain_only(entry, sass, ptx) == plain
+    assert aa.plain_only(entry, sass, ptx, arch_specific=True) == []
 
 
 def _listing(sass=(), ptx=(), device_code=True):
@@ -140,9 +195,10 @@ def _listing(sass=(), ptx=(), device_code=True):
 AUDITS = [
     pytest.param(['9.0a', '12.0a'], {'ops.so': _listing(['sm_90a'])},
                  [{'file': 'ops.so', 'target': '12.0a'}], [], ['sm_90a'], id='missing_target'),
-    pytest.param(['9.0a'], {'ops.so': _listing(['sm_90', 'sm_90'])},
-                 [{'file': 'ops.so', 'target': '9.0a'}], [{'file': 'ops.so', 'target': 'sm_90'}], ['sm_90'],
+    pytest.param(['9.0a'], {'ops.so': _listing(['sm_90', 'sm_90'])}, [], [], ['sm_90'],
                  id='a_asked_only_plain_present'),
+    pytest.param(['10.0a', '10.3a'], {'ops.so': _listing(['sm_100f', 'sm_120a'])},
+                 [], [{'file': 'ops.so', 'target': 'sm_120a'}], ['sm_100f', 'sm_120a'], id='family_sass_for_a_targets'),
     pytest.param(['12.0', '9.0'], {'ops.so': _listing([], ['compute_90'])}, [], [], ['compute_90'],
                  id='ptx_compute_90_covers_plain_12.0'),
     pytest.param(['12.0a'], {'ops.so': _listing([], ['compute_90'])},
@@ -189,22 +245,53 @@ def test_audit_refuses_a_bad_target():
 
 def test_missing_message_names_every_file_and_target():
     report = aa.audit(['9.0a', '12.0'], {
-        'sgl_kernel/common_ops.abi3.so': _listing(['sm_90', 'sm_110a']),
+        'sgl_kernel/common_ops.abi3.so': _listing(['sm_89', 'sm_110a']),
         'sgl_kernel/flash_ops.so': _listing(['sm_90a'], ['compute_90']),
         'sgl_kernel/libcpu_ops.so': _listing(device_code=False)})
     assert aa.missing_message(report, 'dist/x.whl') == (
-        'arch audit: sgl_kernel/common_ops.abi3.so has no code for 9.0a (SASS sm_90a or PTX compute_90a), '
-        '12.0 (SASS sm_120 or PTX compute_120 or lower); it has SASS sm_90, sm_110a and no PTX')
+        'arch audit: sgl_kernel/common_ops.abi3.so has no code for 9.0a (SASS sm_90a or sm_90, or PTX compute_90a), '
+        '12.0 (SASS sm_120 or sm_120f, or PTX compute_120 or lower); it has SASS sm_89, sm_110a and no PTX')
+
+
+def test_audit_notes_an_a_target_run_by_plain_sass_alone():
+    listings = {'sgl_kernel/infllm_ops.abi3.so': _listing(['sm_80', 'sm_90', 'sm_120a']),
+                'sgl_kernel/common_ops.abi3.so': _listing(['sm_90', 'sm_90a', 'sm_120a'])}
+    report = aa.audit(['9.0a', '12.0a'], listings)
+    assert report['missing'] == []
+    assert report['plain_only'] == [{'file': 'sgl_kernel/infllm_ops.abi3.so', 'target': '9.0a', 'sass': 'sm_90'}]
+    assert aa.plain_only_notes(report) == [
+        'sgl_kernel/infllm_ops.abi3.so runs on 9.0a through plain SASS sm_90, without the arch-specific instructions of sm_90a']
+    strict = aa.audit(['9.0a', '12.0a'], listings, arch_specific=True)
+    assert strict['missing'] == [{'file': 'sgl_kernel/infllm_ops.abi3.so', 'target': '9.0a'}]
+    assert strict['plain_only'] == [] and aa.plain_only_notes(strict) == []
+    # the plain code no requested target needs is unwanted then
+    assert {'file': 'sgl_kernel/common_ops.abi3.so', 'target': 'sm_90'} in strict['unwanted']
+    assert aa.missing_message(strict, 'x.whl', arch_specific=True) == (
+        'arch audit: sgl_kernel/infllm_ops.abi3.so has no code for 9.0a (SASS sm_90a or PTX compute_90a); '
+        'it has SASS sm_80, sm_90, sm_120a and no PTX')
+
+
+@pytest.mark.parametrize('entry, text', [
+    ('9.0a', '(SASS sm_90a or sm_90, or PTX compute_90a)'),
+    ('9.0', '(SASS sm_90 or PTX compute_90 or lower)'),
+    ('12.0', '(SASS sm_120 or sm_120f, or PTX compute_120 or lower)'),
+    ('10.0a', '(SASS sm_100a, sm_100f or sm_100, or PTX compute_100a)'),
+    ('10.3', '(SASS sm_103 or sm_100f to sm_103f, or PTX compute_103 or lower)'),
+    ('12.1a', '(SASS sm_121a, sm_120f to sm_121f or sm_121, or PTX compute_121a)'),
+    ('10.0f', '(SASS sm_100f or PTX compute_100f)'),
+    ('10.3f', '(SASS sm_100f to sm_103f or PTX compute_100f to compute_103f)'),
+])
+def test_requirement(entry, text):
+    assert aa.requirement(entry) == text
 
 
 @pytest.mark.parametrize('entry, text', [
     ('9.0a', '(SASS sm_90a or PTX compute_90a)'),
-    ('12.0', '(SASS sm_120 or PTX compute_120 or lower)'),
-    ('10.0f', '(SASS sm_100f or PTX compute_100f)'),
-    ('10.3f', '(SASS sm_103f or PTX compute_100f to compute_103f)'),
+    ('10.0a', '(SASS sm_100a or sm_100f, or PTX compute_100a)'),
+    ('12.0', '(SASS sm_120 or sm_120f, or PTX compute_120 or lower)'),
 ])
-def test_requirement(entry, text):
-    assert aa.requirement(entry) == text
+def test_requirement_with_arch_specific_code_required(entry, text):
+    assert aa.requirement(entry, arch_specific=True) == text
 
 
 @pytest.mark.parametrize('entry, version', [
