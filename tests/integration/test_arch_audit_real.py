@@ -129,6 +129,7 @@ PLAYBOOK = textwrap.dedent("""\
             targets: "{{ item.targets }}"
             cuda_home: "{{ item.cuda_home | default(cuda_home) }}"
             fail_on_unwanted: "{{ item.fail_on_unwanted | default(false) }}"
+            require_arch_specific: "{{ item.require_arch_specific | default(false) }}"
           loop: "{{ cases }}"
           loop_control:
             label: "{{ item.id }}"
@@ -180,13 +181,17 @@ def audits(cuda_home, built, tmp_path_factory):
     shutil.copy(built["host"], str(ptx_dir / "lib" / "libcpu_ops.so.1"))
     cases = [
         {"id": "plain_sm90_wheel_asked_9.0a", "path": plain_wheel, "targets": ["9.0a"]},
+        {"id": "plain_sm90_wheel_asked_9.0a_arch_specific", "path": plain_wheel, "targets": ["9.0a"],
+         "require_arch_specific": True},
         {"id": "ptx90_dir_plain_targets", "path": str(ptx_dir), "targets": ["9.0", "12.0"]},
         {"id": "ptx90_dir_asked_12.0a", "path": str(ptx_dir), "targets": ["12.0a", "9.0"]},
         {"id": "extra_report", "path": built["extra"], "targets": ["9.0a"]},
         {"id": "extra_fail_on_unwanted", "path": built["extra"], "targets": ["9.0a"], "fail_on_unwanted": True},
         {"id": "host_only_wheel", "path": host_wheel, "targets": ["9.0a", "12.0a"]},
         {"id": "family_asked_f", "path": built["fam100"], "targets": ["10.0f", "10.3f"]},
-        {"id": "family_asked_plain", "path": built["fam100"], "targets": ["10.0"]},
+        {"id": "family_asked_plain_and_a", "path": built["fam100"], "targets": ["10.0", "10.0a", "10.3a"],
+         "require_arch_specific": True},
+        {"id": "family_asked_other_major", "path": built["fam100"], "targets": ["11.0"]},
         {"id": "bad_target", "path": built["sm90a"], "targets": ["9.0a", "9.1x"]},
         {"id": "no_cuobjdump", "path": built["sm90a"], "targets": ["9.0a"], "cuda_home": str(tmp / "no-cuda")},
     ]
@@ -215,8 +220,17 @@ def _files(result):
     return {entry["file"]: entry for entry in result["files"]}
 
 
-def test_missing_target_is_named_with_the_file_and_plain_sass_does_not_cover_a(audits):
+def test_plain_sass_covers_its_a_target_with_a_note(audits):
     result = audits["plain_sm90_wheel_asked_9.0a"]
+    assert not _failed(result), result
+    assert result["missing"] == [] and result["unwanted"] == []
+    assert result["plain_only"] == [{"file": "sgl_kernel/common_ops.abi3.so", "target": "9.0a", "sass": "sm_90"}]
+    assert result["notes"] == ["sgl_kernel/common_ops.abi3.so runs on 9.0a through plain SASS sm_90, "
+                               "without the arch-specific instructions of sm_90a"]
+
+
+def test_missing_target_is_named_with_the_file_when_arch_specific_code_is_required(audits):
+    result = audits["plain_sm90_wheel_asked_9.0a_arch_specific"]
     assert _failed(result)
     assert result["missing"] == [{"file": "sgl_kernel/common_ops.abi3.so", "target": "9.0a"}]
     assert result["msg"] == ("arch audit: sgl_kernel/common_ops.abi3.so has no code for 9.0a "
@@ -239,8 +253,8 @@ def test_ptx_covers_a_newer_plain_target_but_not_an_a_target(audits):
     refused = audits["ptx90_dir_asked_12.0a"]
     assert _failed(refused)
     assert refused["missing"] == [{"file": "lib/common_ops.so", "target": "12.0a"}]
-    assert refused["msg"] == ("arch audit: lib/common_ops.so has no code for 12.0a (SASS sm_120a or PTX compute_120a); "
-                              "it has no SASS and PTX compute_90")
+    assert refused["msg"] == ("arch audit: lib/common_ops.so has no code for 12.0a (SASS sm_120a, sm_120f or sm_120, "
+                              "or PTX compute_120a); it has no SASS and PTX compute_90")
 
 
 def test_unwanted_extra_targets_are_reported_and_can_fail(audits):
@@ -259,7 +273,8 @@ def test_no_device_code_anywhere_misses_every_target_for_the_artifact(audits):
     assert _failed(result)
     assert result["missing"] == [{"file": "*", "target": "9.0a"}, {"file": "*", "target": "12.0a"}]
     assert result["files"] == [{"file": "cpu_only/_ops.so", "device_code": False, "sass": [], "ptx": []}]
-    assert result["msg"].startswith("arch audit: %s has no code for 9.0a (SASS sm_90a or PTX compute_90a), 12.0a " % result["item"]["path"])
+    assert result["msg"].startswith("arch audit: %s has no code for 9.0a (SASS sm_90a or sm_90, or PTX compute_90a), 12.0a "
+                                    % result["item"]["path"])
     assert result["msg"].endswith("; no shared object in it has device code (host-only: cpu_only/_ops.so)")
 
 
@@ -268,10 +283,15 @@ def test_family_cubin_is_read_as_f_from_the_fatbin_headers(audits):
     assert not _failed(result), result
     assert result["files"] == [{"file": "fam100.so", "device_code": True, "sass": ["sm_100f"], "ptx": ["compute_100f"]}]
     assert result["missing"] == [] and result["unwanted"] == []
-    refused = audits["family_asked_plain"]
+    # sm_100f runs on every GPU of the 10.x family, an a target included
+    family = audits["family_asked_plain_and_a"]
+    assert not _failed(family), family
+    assert family["missing"] == [] and family["plain_only"] == []
+    assert family["unwanted"] == [{"file": "fam100.so", "target": "compute_100f"}]
+    refused = audits["family_asked_other_major"]
     assert _failed(refused)
-    assert refused["msg"] == ("arch audit: fam100.so has no code for 10.0 (SASS sm_100 or PTX compute_100 or lower); "
-                              "it has SASS sm_100f and PTX compute_100f")
+    assert refused["msg"] == ("arch audit: fam100.so has no code for 11.0 (SASS sm_110 or sm_110f, or PTX compute_110 "
+                              "or lower); it has SASS sm_100f and PTX compute_100f")
 
 
 def test_bad_input_fails_with_the_allowed_values(audits):
