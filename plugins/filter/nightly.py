@@ -1,8 +1,8 @@
 # Copyright: gpufleet.inference contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters for pinned PyTorch nightly stacks and uv's package plans: thin
-wrappers over plugin_utils/nightly.py, where the logic is."""
+"""Filters for pinned PyTorch stacks (nightly or release) and uv's package
+plans: thin wrappers over plugin_utils/nightly.py, where the logic is."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,8 +12,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import nightly
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import (
-    nightly_date_valid, nightly_pin_errors, torch_pin, uv_dry_run_changes, uv_freeze_apply, uv_freeze_parse,
-    uv_requirement_conflicts)
+    nightly_date_valid, nightly_pin_errors, pins_unmet, torch_pin, uv_dry_run_changes, uv_freeze_apply,
+    uv_freeze_parse, uv_requirement_conflicts)
 
 
 def nightly_version_parse(version):
@@ -33,7 +33,7 @@ def nightly_pins(packages, date, bases, cuda_variant, versions=None):
 
 
 class FilterModule(object):
-    """Nightly version parsing and uv plan filters."""
+    """Torch version parsing, pins and uv plan filters."""
 
     def filters(self):
         return {
@@ -41,6 +41,7 @@ class FilterModule(object):
             "nightly_version_parse": nightly_version_parse,
             "nightly_pins": nightly_pins,
             "nightly_pin_errors": nightly_pin_errors,
+            "pins_unmet": pins_unmet,
             "nightly_torch_pin": torch_pin,
             "uv_freeze_parse": uv_freeze_parse,
             "uv_dry_run_changes": uv_dry_run_changes,

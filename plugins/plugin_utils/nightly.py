@@ -1,13 +1,18 @@
 # Copyright: (c) 2026, gpufleet.inference maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Pinned PyTorch nightly stacks and uv's package plans, on the controller.
+"""Pinned PyTorch stacks and uv's package plans, on the controller.
 
 Pure functions, no I/O: the roles give them strings that uv printed or that
 the inventory gave (through the filters of the same names,
 plugins/filter/nightly.py, which only wrap these), and the value rules of
 torch_nightly and flashinfer (plugin_utils/rules/) judge the inputs with them
 before anything is changed.
+
+A stack comes from one of two channels (torch_nightly_channel): "nightly",
+builds of one date from the nightly index, or "release", released versions
+from a release index. A release stack has no date: its pins are the full
+versions the inventory gives.
 """
 
 from __future__ import annotations
@@ -139,6 +144,49 @@ def nightly_pin_errors(pins, cuda_variant=None):
         undated = sorted(set(pins) - set(dates[list(dates)[0]]))
         errors.append("mixing nightly and release pins: %s not nightly" % ", ".join(undated))
     return errors
+
+
+def release_pin_errors(pins, cuda_variant=None):
+    """Reasons a set of pins is not a release stack ([] when fine): every
+    pin a released version (a pre-release is one, a .dev build is not),
+    and a local tag, where a pin has one, the requested CUDA variant (the
+    release index of a variant names its wheels X.Y.Z+<variant>; PyPI
+    names its default build X.Y.Z)."""
+    errors = []
+    for name in sorted(pins):
+        try:
+            parsed = nightly_version_parse(pins[name])
+        except NightlyInputError as exc:
+            errors.append("%s: %s" % (name, exc))
+            continue
+        if parsed["dev"]:
+            errors.append("%s==%s: .dev%s is a nightly or development build, not a release"
+                          % (name, pins[name], parsed["dev"]))
+        if cuda_variant and parsed["local"] and parsed["local"] != cuda_variant:
+            errors.append("%s==%s: local tag +%s is not the CUDA variant %s"
+                          % (name, pins[name], parsed["local"], cuda_variant))
+    return errors
+
+
+def pins_unmet(installed, pins, local_optional=False):
+    """{name: installed version} for each package whose installed version
+    is not its pin, None where it is not installed; a package installed
+    but not pinned counts too. {} when the venv holds exactly the pins.
+
+    Nightly pins are met only by the same text. A release pin is read as
+    uv reads ==VERSION (local_optional): a pin without a local tag is met by
+    the same version with any tag, as 2.14.1 by 2.14.1+cu130, the name the
+    variant's release index gives the build that PyPI calls 2.14.1."""
+    installed, pins = dict(installed or {}), dict(pins or {})
+    unmet = {}
+    for name in sorted(set(installed) | set(pins)):
+        have, want = installed.get(name), pins.get(name)
+        if have is not None and want is not None:
+            have, want = str(have), str(want)
+            if have == want or (local_optional and "+" not in want and have.split("+", 1)[0] == want):
+                continue
+        unmet[name] = have
+    return unmet
 
 
 def uv_freeze_parse(text):

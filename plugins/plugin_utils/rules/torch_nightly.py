@@ -10,7 +10,11 @@ also read uv_venv's results, which the preflight passes as context, None
 where uv_venv did not set them: uv_venv_dir, uv_venv_python, uv_venv_bin and
 uv_venv_remote_wheelhouse_dir. The pins are computed from the inputs here as
 the preflight then computes them (plugin_utils/nightly.py, the filter
-nightly_pins), and must be one nightly stack.
+nightly_pins), and must be one nightly stack; with torch_nightly_channel
+release, the full versions of torch_nightly_versions alone, released
+versions, and torch_nightly_date and torch_nightly_version_base are neither
+read nor checked (the role's defaults always give a date, which a release
+stack does not use).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import (
-    NightlyInputError, nightly_date_valid, nightly_pin_errors, nightly_pins)
+    NightlyInputError, nightly_date_valid, nightly_pin_errors, nightly_pins, release_pin_errors)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
     is_list, list_errors, nothing_changed, text, url_errors)
 
@@ -80,12 +84,28 @@ def stack_errors(packages, date, bases, variant, versions):
             "(versions, one date and the CUDA variant %s for every package): %s" % (variant, "; ".join(reasons))]
 
 
+def release_errors(packages, variant, versions):
+    """A release stack: every package a full version in torch_nightly_versions (there is no date to build one
+    from), each a released version with the CUDA variant as its local tag where it has one."""
+    missing = [str(name) for name in packages if not versions.get(name)]
+    if missing:
+        return ["torch_nightly_versions must give every package of torch_nightly_packages a full release version "
+                "when torch_nightly_channel is release (got none for %s)" % ", ".join(missing)]
+    reasons = release_pin_errors(nightly_pins(packages, "", {}, variant, versions), variant)
+    if not reasons:
+        return []
+    return ["torch_nightly_versions must pin released versions when torch_nightly_channel is release (X.Y.Z, or "
+            "X.Y.Z+%s as the variant's release index names them): %s" % (variant, "; ".join(reasons))]
+
+
 def torch_nightly_main(values):
     """The torch_nightly role's inputs (the preflight entry point shares them)."""
     urls = url_list_errors(values)
     lists = _lists(values, urls)
     errors = uv_venv_errors(values)
-    date = text(values, "torch_nightly_date")
+    # as the role's tasks read it: release, or else nightly (the argument spec's choices refuse other values)
+    release = values.get("torch_nightly_channel") == "release"
+    date = None if release else text(values, "torch_nightly_date")
     if date is not None and not nightly_date_valid(date):
         errors.append("torch_nightly_date must be a real date written YYYYMMDD (got '%s')" % date)
     variant = text(values, "torch_nightly_cuda_variant")
@@ -98,7 +118,9 @@ def torch_nightly_main(values):
         errors.append("torch_nightly_packages must list torch and only torch, torchvision, torchaudio (got %s)"
                       % ", ".join(str(p) for p in packages))
     versions, bases = values.get("torch_nightly_versions"), values.get("torch_nightly_version_base")
-    if packages is not None and isinstance(versions, Mapping) and isinstance(bases, Mapping):
+    if release and packages is not None and isinstance(versions, Mapping) and variant is not None:
+        errors += release_errors(packages, variant, versions)
+    elif not release and packages is not None and isinstance(versions, Mapping) and isinstance(bases, Mapping):
         missing = unversioned(packages, versions, bases)
         if missing:
             errors.append("torch_nightly_version_base / torch_nightly_versions must give every package of "

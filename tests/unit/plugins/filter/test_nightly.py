@@ -15,11 +15,13 @@ from ansible_collections.gpufleet.inference.plugins.filter.nightly import (
     nightly_pin_errors,
     nightly_pins,
     nightly_version_parse,
+    pins_unmet,
     uv_dry_run_changes,
     uv_freeze_parse,
     uv_freeze_apply,
     uv_requirement_conflicts,
 )
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import release_pin_errors
 
 BASES = {"torch": "2.12.0", "torchvision": "0.27.0", "torchaudio": "2.12.0"}
 THREE = ["torch", "torchvision", "torchaudio"]
@@ -221,5 +223,60 @@ def test_filter_module_exports_every_filter():
     filters = FilterModule().filters()
     assert set(filters) == {
         "nightly_date_valid", "nightly_version_parse", "nightly_pins", "nightly_pin_errors", "nightly_torch_pin",
-        "uv_freeze_parse", "uv_dry_run_changes", "uv_freeze_apply", "uv_requirement_conflicts"}
+        "pins_unmet", "uv_freeze_parse", "uv_dry_run_changes", "uv_freeze_apply", "uv_requirement_conflicts"}
     assert filters["nightly_pins"] is nightly.nightly_pins
+
+
+# ---------------------------------------------------------------- the release channel
+
+RELEASE = {"torch": "2.14.1", "torchvision": "0.29.1", "torchaudio": "2.11.0"}
+
+
+def test_release_pins_are_the_full_versions_with_no_date_or_base():
+    # the preflight's call for torch_nightly_channel=release: no date, no bases
+    assert nightly_pins(THREE, "", {}, "cu130", RELEASE) == RELEASE
+    with pytest.raises(AnsibleFilterError, match="no version for torchaudio"):
+        nightly_pins(THREE, "", {}, "cu130", {"torch": "2.14.1", "torchvision": "0.29.1"})
+
+
+@pytest.mark.parametrize("pins, errors", [
+    (RELEASE, []),
+    ({"torch": "2.14.1+cu130", "torchaudio": "2.11.0+cu130"}, []),
+    ({"torch": "2.15.0rc3"}, []),  # a pre-release is a release candidate, not a nightly
+    ({"torch": "2.14.1+cpu"}, ["torch==2.14.1+cpu: local tag +cpu is not the CUDA variant cu130"]),
+    ({"torch": "2.12.0.dev20260307+cu130"},
+     ["torch==2.12.0.dev20260307+cu130: .dev20260307 is a nightly or development build, not a release"]),
+    ({"torch": "2.14.1.dev1"}, ["torch==2.14.1.dev1: .dev1 is a nightly or development build, not a release"]),
+    ({"torch": "two"}, ["torch: not a PEP 440 version: 'two'"]),
+])
+def test_release_pin_errors(pins, errors):
+    assert release_pin_errors(pins, "cu130") == errors
+
+
+@pytest.mark.parametrize("installed, pins, local_optional, unmet", [
+    (RELEASE, RELEASE, False, {}),
+    (RELEASE, RELEASE, True, {}),
+    # PyPI's 2.14.1 and the cu130 index's 2.14.1+cu130: one pin meets both when it is a release pin
+    ({"torch": "2.14.1+cu130"}, {"torch": "2.14.1"}, True, {}),
+    ({"torch": "2.14.1+cu130"}, {"torch": "2.14.1"}, False, {"torch": "2.14.1+cu130"}),
+    # a pin with a tag wants that tag; a tag is not a prefix of another version
+    ({"torch": "2.14.1"}, {"torch": "2.14.1+cu130"}, True, {"torch": "2.14.1"}),
+    ({"torch": "2.14.10"}, {"torch": "2.14.1"}, True, {"torch": "2.14.10"}),
+    ({"torch": "2.14.1.post1"}, {"torch": "2.14.1"}, True, {"torch": "2.14.1.post1"}),
+    # missing, and installed without a pin
+    ({}, {"torch": "2.14.1"}, True, {"torch": None}),
+    ({"torch": "2.14.1", "torchvision": "0.29.1"}, {"torch": "2.14.1"}, True, {"torchvision": "0.29.1"}),
+])
+def test_pins_unmet(installed, pins, local_optional, unmet):
+    assert pins_unmet(installed, pins, local_optional) == unmet
+
+
+@pytest.mark.parametrize("installed, pins", [
+    ({"torch": "2.12.0.dev20260307+cu130"}, {"torch": "2.12.0.dev20260307+cu130"}),
+    ({"torch": "2.12.0.dev20260307+cu130"}, {"torch": "2.12.0.dev20260306+cu130"}),
+    ({"torch": "2.13.0+cpu"}, {"torch": "2.13.0"}),
+    ({}, {"torch": "2.13.0+cpu"}),
+    ({"torch": "2.13.0+cpu", "torchaudio": "2.13.0+cpu"}, {"torch": "2.13.0+cpu"}),
+])
+def test_nightly_pins_are_met_as_the_equality_the_install_check_made(installed, pins):
+    assert (pins_unmet(installed, pins) == {}) is (installed == pins)

@@ -173,3 +173,92 @@ def test_pins_that_are_not_one_nightly_stack_are_refused_with_the_reason(version
     errors = torch_nightly_main(dict(GOOD, torch_nightly_versions=versions))
     assert errors == ["torch_nightly_versions / torch_nightly_date / torch_nightly_version_base must pin one nightly "
                       "stack (versions, one date and the CUDA variant cu130 for every package): " + reason]
+
+
+# ---------------------------------------------------------------- the release channel
+
+# the inventory template's stack: released versions from PyPI (the channel's default index)
+RELEASE = dict(GOOD, torch_nightly_channel="release", torch_nightly_index_url="https://pypi.org/simple",
+               torch_nightly_versions={"torch": "2.14.1", "torchvision": "0.29.1", "torchaudio": "2.11.0"})
+RELEASE_MISSING = ("torch_nightly_versions must give every package of torch_nightly_packages a full release "
+                   "version when torch_nightly_channel is release (got none for %s)")
+RELEASE_PINS = ("torch_nightly_versions must pin released versions when torch_nightly_channel is release (X.Y.Z, "
+                "or X.Y.Z+cu130 as the variant's release index names them): ")
+
+
+def test_the_channel_defaults_to_nightly_and_release_is_a_choice():
+    assert DEFAULTS["torch_nightly_channel"] == "nightly"
+    spec = _load("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]["torch_nightly_channel"]
+    assert spec["choices"] == ["nightly", "release"]
+    errors = ArgumentSpecValidator({"torch_nightly_channel": spec}).validate(
+        {"torch_nightly_channel": "stable"}, validate_role_argument_spec=True).error_messages
+    assert errors == ["value of torch_nightly_channel must be one of: nightly, release, got: stable"]
+
+
+@pytest.mark.parametrize("values", [
+    {},
+    # the variant's release index names its wheels with the tag
+    {"torch_nightly_versions": {"torch": "2.14.1+cu130", "torchvision": "0.29.1+cu130", "torchaudio": "2.11.0+cu130"},
+     "torch_nightly_index_url": "https://download.pytorch.org/whl/cu130"},
+    {"torch_nightly_packages": ["torch"], "torch_nightly_versions": {"torch": "2.14.1"}},
+    {"torch_nightly_versions": {"torch": "2.15.0rc2", "torchvision": "0.30.0rc1", "torchaudio": "2.11.0"}},
+    # the date and the base versions are neither read nor checked: a release has no date
+    {"torch_nightly_date": ""}, {"torch_nightly_date": "20260230"}, {"torch_nightly_date": "yesterday"},
+    {"torch_nightly_version_base": {}}, {"torch_nightly_version_base": {"torch": "not a version"}},
+    # the wheelhouse, as the sandbox's CPU profile
+    {"torch_nightly_cuda_variant": "cpu", "torch_nightly_packages": ["torch"],
+     "torch_nightly_versions": {"torch": "2.13.0+cpu"}, "torch_nightly_wheelhouse": "/srv/wh",
+     "uv_venv_remote_wheelhouse_dir": "/home/deploy/wh"},
+    # another type: the type check's
+    {"torch_nightly_versions": None},
+])
+def test_release_stacks_pass(values):
+    assert torch_nightly_main(dict(RELEASE, **values)) == []
+
+
+def test_the_release_stack_type_checks():
+    spec = _load("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    values = {k: v for k, v in RELEASE.items() if k in spec}
+    assert ArgumentSpecValidator(spec).validate(values, validate_role_argument_spec=True).error_messages == []
+
+
+@pytest.mark.parametrize("values, message", [
+    # no date to build a pin from: every package needs its full version
+    ({"torch_nightly_versions": {"torch": "2.14.1"}}, RELEASE_MISSING % "torchvision, torchaudio"),
+    ({"torch_nightly_versions": {}}, RELEASE_MISSING % "torch, torchvision, torchaudio"),
+    ({"torch_nightly_versions": {"torch": "2.14.1", "torchvision": "", "torchaudio": "2.11.0"}},
+     RELEASE_MISSING % "torchvision"),
+    # the template's former nightly pins under the release channel
+    ({"torch_nightly_versions": {"torch": "2.12.0.dev20260307+cu130", "torchvision": "0.29.1",
+                                 "torchaudio": "2.11.0"}},
+     RELEASE_PINS + "torch==2.12.0.dev20260307+cu130: .dev20260307 is a nightly or development build, not a "
+     "release"),
+    ({"torch_nightly_versions": {"torch": "2.14.1+cu128", "torchvision": "0.29.1", "torchaudio": "2.11.0"}},
+     RELEASE_PINS + "torch==2.14.1+cu128: local tag +cu128 is not the CUDA variant cu130"),
+    ({"torch_nightly_versions": {"torch": "2.14.1", "torchvision": "0.29.1", "torchaudio": "latest"}},
+     RELEASE_PINS + "torchaudio: not a PEP 440 version: 'latest'"),
+])
+def test_each_bad_release_pin_gives_its_message(values, message):
+    assert torch_nightly_main(dict(RELEASE, **values)) == [message]
+
+
+def test_the_other_rules_hold_for_a_release_as_for_a_nightly():
+    errors = torch_nightly_main(dict(RELEASE, uv_venv_dir=None, torch_nightly_cuda_variant="cu999",
+                                     torch_nightly_index_url="pypi.org/simple"))
+    # PyPI's names carry no tag: no variant to compare them with
+    assert [e.split(" ", maxsplit=1)[0] for e in errors] == [
+        "uv_venv_dir", "torch_nightly_cuda_variant", "torch_nightly_index_url"]
+
+
+@pytest.mark.parametrize("channel", [None, "nightly"])
+def test_nightly_rules_are_unchanged_with_the_channel_given_or_not(channel):
+    base = dict(GOOD, torch_nightly_date="20260230")
+    if channel is None:
+        base.pop("torch_nightly_channel")
+    else:
+        base["torch_nightly_channel"] = channel
+    assert torch_nightly_main(base) == [
+        "torch_nightly_date must be a real date written YYYYMMDD (got '20260230')"]
+    # a release version alone under the nightly channel is a full version, as before (the sandbox's CPU torch)
+    assert torch_nightly_main(dict(base, torch_nightly_date="20260307", **{k: SCENARIO[k] for k in (
+        "torch_nightly_cuda_variant", "torch_nightly_packages", "torch_nightly_versions")})) == []
