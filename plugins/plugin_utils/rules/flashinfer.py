@@ -20,6 +20,10 @@ _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.
 _LOCAL_RE = re.compile(r"\+.*$")
 _INDEX_RE = re.compile(r"^(https?|file)://")
 _DIGITS_RE = re.compile(r"^[0-9]+$")
+# an extra's name as PEP 508 writes it (what goes between the brackets of flashinfer-python[cu13])
+_EXTRA_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+# flashinfer-python however it is spelled (the preflight puts the extras on the name it matches)
+_PYTHON_RE = re.compile(r"^flashinfer[-_.]+python$", re.IGNORECASE)
 # what gpufleet.inference.uv_venv and torch_nightly set, which the install reads
 _EARLIER_ROLES = ("uv_venv_dir", "uv_venv_python", "uv_venv_bin", "torch_nightly_constraints_file")
 
@@ -44,7 +48,23 @@ def url_list_errors(values):
     errors = url_errors(urls, "flashinfer_index_urls") if is_list(urls) else []
     errors += url_errors(values.get("flashinfer_default_index_url"), "flashinfer_default_index_url")
     return errors + list_errors({name: values.get(name) for name in (
-        "flashinfer_packages", "flashinfer_index_urls", "flashinfer_guarded_packages")})
+        "flashinfer_packages", "flashinfer_index_urls", "flashinfer_guarded_packages", "flashinfer_extras")})
+
+
+def extras_errors(values):
+    """The extras of flashinfer-python: names an extra can have, on a flashinfer-python that is installed."""
+    extras, packages = values.get("flashinfer_extras"), values.get("flashinfer_packages")
+    if not (is_list(extras) and extras) or list_errors({"flashinfer_extras": extras}):
+        return []  # none, or the list check reports it
+    errors = []
+    bad = [str(extra) for extra in extras if not _EXTRA_RE.match(str(extra))]
+    if bad:
+        errors.append("flashinfer_extras must be extra names of flashinfer-python (letters, digits and . _ - "
+                      "inside, as cu13; got %s)" % ", ".join(bad))
+    if is_list(packages) and not any(_PYTHON_RE.match(str(name)) for name in packages):
+        errors.append("flashinfer_extras must be [] unless flashinfer_packages lists flashinfer-python, whose "
+                      "extras they are (got %s)" % ", ".join(str(extra) for extra in extras))
+    return errors
 
 
 def flashinfer_main(values):
@@ -64,6 +84,7 @@ def flashinfer_main(values):
         if len(set(_LOCAL_RE.sub("", str(version)).lower() for version in pins.values())) != 1:
             errors.append("flashinfer_version / flashinfer_versions must give the flashinfer packages one version "
                           "(a mismatched jit-cache fails at import); got %s" % pins)
+    errors += extras_errors(values)
     urls = values.get("flashinfer_index_urls")
     if is_list(urls) and not url_errors(urls, "flashinfer_index_urls"):
         # a scheme written in capitals, or file:/path: uv wants the scheme as it is written here

@@ -28,6 +28,8 @@ CONTEXT = {"uv_venv_dir": "/home/deploy/ml-env-0a1b2c3d", "uv_venv_python": "/ho
            "uv_venv_bin": "/home/deploy/.local/bin/uv", "uv_venv_remote_wheelhouse_dir": None,
            "torch_nightly_constraints_file": "/home/deploy/ml-env-0a1b2c3d/gpufleet-constraints.txt"}
 GOOD = dict(DEFAULTS, **CONTEXT)
+# the three wheels of one nightly, as flashinfer's index publishes them
+THREE = dict(GOOD, flashinfer_packages=["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"])
 PINS = "{'flashinfer-python': '%s', 'flashinfer-cubin': '%s', 'flashinfer-jit-cache': '%s'}"
 
 
@@ -101,7 +103,7 @@ def test_the_defaults_pass():
                                                    "pushed the wheelhouse (uv_venv_remote_wheelhouse_dir)"),
 ])
 def test_each_rule_names_the_variable_and_the_value(changes, message):
-    assert flashinfer_main(dict(GOOD, **changes)) == [message + NOTHING]
+    assert flashinfer_main(dict(THREE, **changes)) == [message + NOTHING]
 
 
 @pytest.mark.parametrize("changes", [
@@ -121,10 +123,11 @@ def test_each_rule_names_the_variable_and_the_value(changes, message):
 ])
 def test_a_value_of_another_type_or_a_good_one_passes(changes):
     assert flashinfer_main(dict(GOOD, **changes)) == []
+    assert flashinfer_main(dict(THREE, **changes)) == []
 
 
 def test_every_message_in_the_order_of_the_old_tasks_and_nothing_changed_once():
-    assert flashinfer_main(dict(GOOD, flashinfer_default_index_url="pypi.org/simple", uv_venv_bin=None,
+    assert flashinfer_main(dict(THREE, flashinfer_default_index_url="pypi.org/simple", uv_venv_bin=None,
                                 flashinfer_version="latest", flashinfer_jit_warm_timeout=0)) == [
         "flashinfer_default_index_url must be a URL starting with one of http://, https://, file:// "
         "(got 'pypi.org/simple')",
@@ -152,3 +155,84 @@ def test_the_rules_judge_the_pins_the_install_reads(changes):
     values = dict(GOOD, **changes)
     pins = flashinfer_pins(values)
     assert pins == _preflight_pins(values) and list(pins) == list(_preflight_pins(values))
+
+
+# ---------------------------------------------------------------- flashinfer-python alone, with its extras
+
+def test_the_default_is_flashinfer_python_alone_without_extras():
+    assert DEFAULTS["flashinfer_packages"] == ["flashinfer-python"] and DEFAULTS["flashinfer_extras"] == []
+    assert flashinfer_pins(GOOD) == {"flashinfer-python": "0.6.5.dev20260307"}
+
+
+# the inventory template's flashinfer: sglang's flashinfer_python[cu13]==0.7.2 from PyPI
+RELEASE = dict(GOOD, flashinfer_version="0.7.2", flashinfer_extras=["cu13"], flashinfer_index_urls=[])
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"flashinfer_extras": ["cu13", "b12x"]}, {"flashinfer_extras": []},
+    {"flashinfer_packages": ["flashinfer_python"]}, {"flashinfer_packages": ["FlashInfer-Python"]},
+    {"flashinfer_extras": None},  # the type check's
+])
+def test_extras_pass(changes):
+    assert flashinfer_main(dict(RELEASE, **changes)) == []
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"flashinfer_extras": "cu13"}, "flashinfer_extras must be a list (got string 'cu13')"),
+    ({"flashinfer_extras": ["cu13", 13]}, "flashinfer_extras must be a list of strings (got number 13)"),
+    ({"flashinfer_extras": ["[cu13]"]}, "flashinfer_extras must be extra names of flashinfer-python (letters, "
+                                        "digits and . _ - inside, as cu13; got [cu13])"),
+    ({"flashinfer_extras": ["cu13,b12x", "-x"]}, "flashinfer_extras must be extra names of flashinfer-python "
+                                                 "(letters, digits and . _ - inside, as cu13; got cu13,b12x, -x)"),
+    ({"flashinfer_packages": ["flashinfer-cubin"]}, "flashinfer_extras must be [] unless flashinfer_packages lists "
+                                                    "flashinfer-python, whose extras they are (got cu13)"),
+])
+def test_each_bad_extra_gives_its_message(changes, message):
+    assert flashinfer_main(dict(RELEASE, **changes)) == [message + NOTHING]
+
+
+def _preflight_args(values):
+    """The preflight's uv arguments, as its set_fact renders them."""
+    with open(os.path.join(ROOT, "roles", "flashinfer", "tasks", "preflight.yml"), encoding="utf-8") as handle:
+        tasks = yaml.safe_load(handle)
+    task = [t for t in tasks if t["name"] == "Preflight | Build the uv arguments"][0]
+    # the templated default as it renders for a role used on its own
+    values = dict(values, flashinfer_pins=flashinfer_pins(values), flashinfer_wheelhouse="")
+    templar = Templar(loader=DataLoader(), variables=values)
+    for name in ("_extras", "_prerelease"):
+        values[name] = templar.template(trust_as_template(task["vars"][name]))
+    return Templar(loader=DataLoader(), variables=values).template(
+        trust_as_template(task["ansible.builtin.set_fact"]["_flashinfer_uv_args"]))
+
+
+def _preflight_requirements(values):
+    return [arg for arg in _preflight_args(values) if "==" in arg]
+
+
+@pytest.mark.parametrize("changes, requirements", [
+    ({}, ["flashinfer-python[cu13]==0.7.2"]),
+    ({"flashinfer_extras": ["cu13", "b12x"]}, ["flashinfer-python[cu13,b12x]==0.7.2"]),
+    ({"flashinfer_extras": []}, ["flashinfer-python==0.7.2"]),
+    ({"flashinfer_packages": ["flashinfer_python"]}, ["flashinfer_python[cu13]==0.7.2"]),
+    # the extras go on flashinfer-python only
+    ({"flashinfer_packages": ["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"],
+      "flashinfer_versions": {"flashinfer-jit-cache": "0.7.2+cu130"}},
+     ["flashinfer-cubin==0.7.2", "flashinfer-jit-cache==0.7.2+cu130", "flashinfer-python[cu13]==0.7.2"]),
+])
+def test_the_install_requires_flashinfer_python_with_its_extras(changes, requirements):
+    assert _preflight_requirements(dict(RELEASE, **changes)) == requirements
+
+
+@pytest.mark.parametrize("values, prerelease", [
+    (RELEASE, False),
+    (dict(RELEASE, flashinfer_versions={"flashinfer-python": "0.7.2.post1"}), False),
+    (dict(RELEASE, flashinfer_packages=["flashinfer-python", "flashinfer-jit-cache"],
+          flashinfer_versions={"flashinfer-jit-cache": "0.7.2+cu130"}), False),
+    (dict(RELEASE, flashinfer_version="0.7.2rc6"), True),
+    (dict(GOOD, flashinfer_wheelhouse=""), True),  # the nightly default
+    (dict(THREE, flashinfer_versions={"flashinfer-jit-cache": "0.6.5.dev20260307+cu130"}), True),
+])
+def test_pre_releases_are_allowed_where_a_pin_is_one(values, prerelease):
+    args = _preflight_args(values)
+    assert args[:4] == ["--python", CONTEXT["uv_venv_python"], "--constraint", CONTEXT["torch_nightly_constraints_file"]]
+    assert (args[4:6] == ["--prerelease", "allow"]) is prerelease and args.count("--prerelease") == int(prerelease)
