@@ -16,10 +16,11 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import keys
 
 
-def stack_fingerprint(inputs, values, roles=None, length=16, ignore_keys=("enabled",)):
-    """{role: fingerprint of its declared inputs' values}, 'none' for a role not in roles."""
+def stack_fingerprint(inputs, values, roles=None, length=16, ignore_keys=("enabled",), unset=None):
+    """{role: fingerprint of its declared inputs' values}, 'none' for a role not in roles; an input at its
+    value in unset is hashed as if it were not declared."""
     try:
-        return keys.stack_fingerprint(inputs, values, roles, length, ignore_keys)
+        return keys.stack_fingerprint(inputs, values, roles, length, ignore_keys, unset)
     except keys.KeyInputError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 

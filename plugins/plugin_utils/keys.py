@@ -186,8 +186,13 @@ def _without(value, keys):
     return value
 
 
-def stack_fingerprint(inputs, values, roles=None, length=16, ignore_keys=("enabled",)):
-    """{role: fingerprint of its declared inputs' values}, 'none' for a role not in roles."""
+def stack_fingerprint(inputs, values, roles=None, length=16, ignore_keys=("enabled",), unset=None):
+    """{role: fingerprint of its declared inputs' values}, 'none' for a role not in roles.
+
+    unset ({variable: value}): an input whose value is the one given there is
+    hashed as if it were not declared. An input declared after venvs were
+    named after these hashes, at the value that installs what was installed
+    before it existed, then leaves every such venv's name as it was."""
     if not isinstance(inputs, dict) or not all(
             isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)
             for names in inputs.values()):
@@ -197,13 +202,17 @@ def stack_fingerprint(inputs, values, roles=None, length=16, ignore_keys=("enabl
     missing = sorted(set(n for names in inputs.values() for n in names) - set(values))
     if missing:
         raise KeyInputError("stack_fingerprint: no value for %s" % ", ".join(missing))
+    if unset is not None and not isinstance(unset, dict):
+        raise KeyInputError("stack_fingerprint: unset must be {variable: value}, got %s" % type(unset).__name__)
     ignore = set(to_text(k) for k in (ignore_keys or ()))
+    unset = dict((to_text(k), plain(v)) for k, v in (unset or {}).items())
     out = {}
     for role, names in inputs.items():
         if roles is not None and role not in roles:
             out[to_text(role)] = "none"
             continue
-        out[to_text(role)] = fingerprint(dict((n, _without(plain(values[n]), ignore)) for n in names), length)
+        hashed = [n for n in names if not (n in unset and plain(values[n]) == unset[n])]
+        out[to_text(role)] = fingerprint(dict((n, _without(plain(values[n]), ignore)) for n in hashed), length)
     return out
 
 

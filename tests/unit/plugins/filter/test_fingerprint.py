@@ -58,3 +58,23 @@ def test_fingerprint_is_key_order_independent():
     assert fingerprint({"a": 1, "b": [1, 2]}) == fingerprint({"b": [1, 2], "a": 1})
     assert fingerprint({"a": 1}) != fingerprint({"a": 2})
     assert len(fingerprint({"a": 1}, 24)) == 24
+
+
+def test_an_input_at_its_unset_value_hashes_as_if_not_declared():
+    # torch_nightly_channel, declared after venvs were named: at nightly the venv keeps its name
+    declared = dict(INPUTS, torch_nightly=INPUTS["torch_nightly"] + ["torch_nightly_channel"])
+    unset = {"torch_nightly_channel": "nightly"}
+    before = stack_fingerprint(INPUTS, VALUES)
+    assert stack_fingerprint(declared, dict(VALUES, torch_nightly_channel="nightly"), unset=unset) == before
+    release = stack_fingerprint(declared, dict(VALUES, torch_nightly_channel="release"), unset=unset)
+    assert release["torch_nightly"] != before["torch_nightly"] and release["sgl_kernel"] == before["sgl_kernel"]
+    # without unset, every input counts
+    assert stack_fingerprint(declared, dict(VALUES, torch_nightly_channel="nightly")) != before
+    # a list input at [] (flashinfer_extras)
+    assert stack_fingerprint(dict(INPUTS, sgl_kernel=INPUTS["sgl_kernel"] + ["x"]), dict(VALUES, x=[]),
+                             unset={"x": []}) == before
+
+
+def test_unset_must_be_a_dict():
+    with pytest.raises(AnsibleFilterError, match="unset must be {variable: value}"):
+        stack_fingerprint(INPUTS, VALUES, unset=["torch_nightly_channel"])
