@@ -28,10 +28,11 @@ help:
 	@echo "make ee            the execution environment image (localhost/gpufleet-ee:<version>) for AWX and ansible-runner"
 
 # What running the collection needs (requirements/controller.txt); the
-# targets that develop and test it add requirements/dev.txt (bootstrap-dev).
-bootstrap: $(VENV)/.bootstrap-stamp $(VENV)/.collections-path-stamp
+# targets that develop and test it add requirements/dev.txt and the checkout
+# on the venv's import path (bootstrap-dev).
+bootstrap: $(VENV)/.bootstrap-stamp
 
-bootstrap-dev: bootstrap $(VENV)/.bootstrap-dev-stamp
+bootstrap-dev: bootstrap $(VENV)/.bootstrap-dev-stamp $(VENV)/.collections-path-stamp
 
 # Re-runs in well under a second when the requirements did not change.
 $(VENV)/.bootstrap-stamp: requirements/controller.txt requirements/controller.lock
@@ -49,7 +50,11 @@ $(VENV)/.bootstrap-dev-stamp: $(VENV)/.bootstrap-stamp requirements/dev.txt requ
 
 # The checkout's collection link (.collections, ansible.cfg's collections_path)
 # on the controller venv's import path, as an installed collection would be:
-# tools/fleet_verify.py and the tests import ansible_collections.gpufleet.inference.
+# the tests and bench scripts import ansible_collections.gpufleet.inference.
+# Only for developing: ansible scans the import path for collections too, so
+# in a venv that runs the collection the checkout would shadow an installed
+# copy (ansible-galaxy collection install -p: "Nothing to do", FQCN runs from
+# the checkout). tools/fleet_verify.py puts its own copy first itself.
 $(VENV)/.collections-path-stamp: $(VENV)/.bootstrap-stamp
 	@$(VENV)/bin/python -c 'import site, sys; open(site.getsitepackages()[0] + "/gpufleet-checkout.pth", "w").write(sys.argv[1] + "\n")' '$(CURDIR)/.collections'
 	@touch $@
@@ -85,6 +90,8 @@ deploy: bootstrap test-hosts wheelhouse sandbox-up
 	ansible-playbook -i inventories/sandbox playbooks/deploy.yml
 	@echo "deploy: fleet report: $(CURDIR)/reports/fleet-report.md (also fleet-report.html, fleet-report.json)"
 
+# make ends 2 on any failed recipe: cron and scripts that tell an unhealthy
+# fleet (1) from a broken run (2) call tools/fleet_verify.py themselves.
 verify: bootstrap
 	$(VENV)/bin/python tools/fleet_verify.py -i $(INVENTORY) $(if $(LIMIT),--limit $(LIMIT))
 
