@@ -140,6 +140,8 @@ def _error_text(exc):
 
 
 def _version_of(module, name):
+    """The module's __version__, else the version of a distribution that provides it: one named like
+    it, else (Python >= 3.10) one whose files hold it, as sglang-kernel holds sgl_kernel."""
     version = getattr(module, '__version__', None)
     if version is not None:
         return str(version)
@@ -147,12 +149,17 @@ def _version_of(module, name):
         from importlib import metadata
     except ImportError:
         return None
+    providers = getattr(metadata, 'packages_distributions', lambda: {})
     for dist in (name, name.replace('_', '-')):
         try:
             return metadata.version(dist)
         except Exception:  # pylint: disable=broad-except
             continue
-    return None
+    try:
+        provided_by = providers().get(name.split('.')[0]) or []
+        return metadata.version(provided_by[0]) if provided_by else None
+    except Exception:  # pylint: disable=broad-except
+        return None
 
 
 def import_modules(names, cuda_version=None, loaded=None):

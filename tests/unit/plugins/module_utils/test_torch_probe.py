@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -235,3 +236,23 @@ def test_installed_packages_match_importlib_metadata():
     assert packages["pytest"] == metadata.version("pytest")
     # every entry is a real distribution of this interpreter
     assert all(metadata.version(name) == version for name, version in packages.items())
+
+
+def _site_with_kernel(root, dist, version):
+    """A site folder where DIST provides the import sgl_kernel (no __version__ in it)."""
+    (root / "sgl_kernel").mkdir()
+    (root / "sgl_kernel" / "__init__.py").write_text("")
+    info = root / ("%s-%s.dist-info" % (dist.replace("-", "_"), version))
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (dist, version))
+    (info / "RECORD").write_text("sgl_kernel/__init__.py,,\n%s/METADATA,,\n" % info.name)
+    return str(root)
+
+
+@pytest.mark.parametrize("dist, version", [("sglang-kernel", "0.4.10"), ("sgl-kernel", "0.3.21")],
+                         ids=["renamed", "old-name"])
+def test_the_version_of_an_import_comes_from_the_distribution_that_provides_it(tmp_path, monkeypatch, dist, version):
+    """sgl_kernel is installed as sglang-kernel since 0.4.0 (sgl-kernel before): a module without
+    __version__ is found under either name."""
+    monkeypatch.syspath_prepend(_site_with_kernel(tmp_path, dist, version))
+    assert torch_probe._version_of(types.ModuleType("sgl_kernel"), "sgl_kernel") == version

@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 import yaml
+from jinja2 import Environment
 
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.inference.plugins.modules import patch_rules
@@ -163,11 +164,17 @@ FIXTURE_CMAKE = os.path.join(ROOT, "tests", "fixtures", "sgl_kernel_fixture", "C
 
 
 def role_rules(fa3_enabled):
+    """The role's rules for a CUDA build of a folder of no known layout (the fixture's): `enabled`
+    rendered as the role renders it, FA3 off for 12.0a, on for 9.0a."""
     with open(os.path.join(ROLE, "defaults", "main.yml")) as f:
         rules = yaml.safe_load(f)["sgl_kernel_patch_rules"]
+    env = Environment()
+    env.filters["bool"] = bool
+    facts = {"sgl_kernel_cuda": True, "_sgl_kernel_arch_list": ["12.0a"] if fa3_enabled else ["9.0a"],
+             "_sgl_kernel_layout": ""}
     for rule in rules:
-        if "enabled" in rule:  # a template in the role: decided per build (a CUDA build here)
-            rule["enabled"] = fa3_enabled if rule["name"] == "fa3-off-without-sm90a" else True
+        if "enabled" in rule:  # a template in the role: decided per build and per layout
+            rule["enabled"] = env.from_string(rule["enabled"]).render(**facts).strip() == "True"
     return rules
 
 
