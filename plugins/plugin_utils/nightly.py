@@ -114,6 +114,23 @@ def torch_pin(version, base, date, cuda_variant):
     return nightly_version(base, date, cuda_variant)
 
 
+def _parsed_pins(pins, cuda_variant, errors):
+    """(name, parsed version) of each pin, in name order, for the checks of
+    one channel; what both channels refuse goes to ERRORS: a pin that is no
+    version, and after the channel's reasons for a pin, a local tag other
+    than the CUDA variant."""
+    for name in sorted(pins):
+        try:
+            parsed = nightly_version_parse(pins[name])
+        except NightlyInputError as exc:
+            errors.append("%s: %s" % (name, exc))
+            continue
+        yield name, parsed
+        if cuda_variant and parsed["local"] and parsed["local"] != cuda_variant:
+            errors.append("%s==%s: local tag +%s is not the CUDA variant %s"
+                          % (name, pins[name], parsed["local"], cuda_variant))
+
+
 def nightly_pin_errors(pins, cuda_variant=None):
     """Reasons a set of pins is not one coherent nightly stack ([] when fine).
 
@@ -123,20 +140,12 @@ def nightly_pin_errors(pins, cuda_variant=None):
     """
     errors = []
     dates = {}
-    for name in sorted(pins):
-        try:
-            parsed = nightly_version_parse(pins[name])
-        except NightlyInputError as exc:
-            errors.append("%s: %s" % (name, exc))
-            continue
+    for name, parsed in _parsed_pins(pins, cuda_variant, errors):
         if parsed["dev"] and not parsed["date"]:
             errors.append("%s==%s: dev number %s is not a YYYYMMDD date"
                           % (name, pins[name], parsed["dev"]))
         if parsed["date"]:
             dates.setdefault(parsed["date"], []).append(name)
-        if cuda_variant and parsed["local"] and parsed["local"] != cuda_variant:
-            errors.append("%s==%s: local tag +%s is not the CUDA variant %s"
-                          % (name, pins[name], parsed["local"], cuda_variant))
     if len(dates) > 1:
         errors.append("nightly pins from different dates: %s" % "; ".join(
             "%s: %s" % (date, ", ".join(names)) for date, names in sorted(dates.items())))
@@ -153,18 +162,10 @@ def release_pin_errors(pins, cuda_variant=None):
     release index of a variant names its wheels X.Y.Z+<variant>; PyPI
     names its default build X.Y.Z)."""
     errors = []
-    for name in sorted(pins):
-        try:
-            parsed = nightly_version_parse(pins[name])
-        except NightlyInputError as exc:
-            errors.append("%s: %s" % (name, exc))
-            continue
+    for name, parsed in _parsed_pins(pins, cuda_variant, errors):
         if parsed["dev"]:
             errors.append("%s==%s: .dev%s is a nightly or development build, not a release"
                           % (name, pins[name], parsed["dev"]))
-        if cuda_variant and parsed["local"] and parsed["local"] != cuda_variant:
-            errors.append("%s==%s: local tag +%s is not the CUDA variant %s"
-                          % (name, pins[name], parsed["local"], cuda_variant))
     return errors
 
 

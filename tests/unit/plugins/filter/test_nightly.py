@@ -280,3 +280,15 @@ def test_pins_unmet(installed, pins, local_optional, unmet):
 ])
 def test_nightly_pins_are_met_as_the_equality_the_install_check_made(installed, pins):
     assert (pins_unmet(installed, pins) == {}) is (installed == pins)
+
+
+def test_a_pins_own_reason_comes_before_its_local_tag():
+    pins = {"torch": "2.12.0.dev1+cu129", "torchaudio": "2.11.0+cu129"}
+    assert nightly_pin_errors(pins, "cu130") == [
+        "torch==2.12.0.dev1+cu129: dev number 1 is not a YYYYMMDD date",
+        "torch==2.12.0.dev1+cu129: local tag +cu129 is not the CUDA variant cu130",
+        "torchaudio==2.11.0+cu129: local tag +cu129 is not the CUDA variant cu130"]
+    assert release_pin_errors(pins, "cu130") == [
+        "torch==2.12.0.dev1+cu129: .dev1 is a nightly or development build, not a release",
+        "torch==2.12.0.dev1+cu129: local tag +cu129 is not the CUDA variant cu130",
+        "torchaudio==2.11.0+cu129: local tag +cu129 is not the CUDA variant cu130"]
