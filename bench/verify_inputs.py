@@ -26,7 +26,6 @@ import argparse
 import os
 import pickle
 import statistics
-import sys
 import tempfile
 import time
 import types

@@ -32,10 +32,26 @@ import os
 import posixpath
 import zipfile
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+try:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+except ImportError as _exc:  # ansible-core requires packaging; ansible-test's import check runs without it
+    _PACKAGING_ERROR = str(_exc)
+
+    class _NoPackaging(ValueError):
+        """Every use of PEP 440 without packaging ends here, naming what is missing."""
+
+        def __init__(self, *args, **kwargs):
+            raise ImportError("sglang_pins needs the Python package 'packaging' on the controller "
+                              "(a requirement of ansible-core): " + _PACKAGING_ERROR)
+
+    InvalidRequirement = InvalidSpecifier = InvalidVersion = _NoPackaging
+    Requirement = SpecifierSet = Version = _NoPackaging
+
+    def canonicalize_name(name):
+        raise ImportError("sglang_pins needs the Python package 'packaging': " + _PACKAGING_ERROR)
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import backends
 from ansible_collections.gpufleet.inference.plugins.module_utils.flashinfer_aot import sha256_file
@@ -619,8 +635,8 @@ def backend_table_errors(wheel_flags, sglang_version=None):
     for row in compare_backend_table(wheel_flags, version):
         where = "backends.SGLANG_SERVER_ARGS['%s'] %s (%s)" % (version, row['family'], row['flag'])
         if not row['flag_in_wheel']:
-            errors.append('%s: sglang %s (%s) has no flag %s' % (where, wheel_flags['version'],
-                                                                  wheel_flags['source'], row['flag']))
+            errors.append('%s: sglang %s (%s) has no flag %s'
+                          % (where, wheel_flags['version'], wheel_flags['source'], row['flag']))
             continue
         if row['table_only']:
             errors.append('%s names what %s lacks: %s' % (where, wheel_flags['source'], ', '.join(row['table_only'])))

@@ -65,7 +65,7 @@ def flag_gpu_outliers(rows, ratio):
                     g["outliers"].append({"what": "%s TFLOP/s" % metric, "value": value, "median": round(median, 3),
                                           "ratio": round(share, 3), "siblings": len(values)})
                     note(r, "outlier", "GPU %s: %s TFLOP/s %s is %.2f of the median %.4g of %d %s GPUs"
-                          % (g["index"], metric, value, share, median, len(values), name))
+                         % (g["index"], metric, value, share, median, len(values), name))
                     r["outlier_drift"] = r.get("outlier_drift", 0) + 1
         if len(members) < 3:
             continue
@@ -85,7 +85,7 @@ def flag_gpu_outliers(rows, ratio):
                 if v != typical:
                     g["outliers"].append({"what": what, "value": v, "typical": typical, "siblings": len(seen)})
                     note(r, "outlier", "GPU %s: %s %s where %d of %d %s GPUs have %s"
-                          % (g["index"], what, v, count, len(seen), name, typical))
+                         % (g["index"], what, v, count, len(seen), name, typical))
                     r["outlier_drift"] = r.get("outlier_drift", 0) + 1
     for r in rows:
         if r["status"] == "ok" and any(g["outliers"] for g in r["gpus"]):
@@ -113,7 +113,7 @@ def flag_allreduce_outliers(rows, ratio):
                 m["allreduce"]["outlier"] = {"ratio": round(share, 3), "median_gbps": round(median, 3),
                                              "siblings": len(members)}
                 note(m, "outlier", "all-reduce busbw %s GB/s at %s MiB is %.2f of the median %.3g GB/s of %d hosts with %s"
-                      % (m["allreduce"]["busbw_gbps"], size, share, median, len(members), gpus or "the same GPUs"))
+                     % (m["allreduce"]["busbw_gbps"], size, share, median, len(members), gpus or "the same GPUs"))
                 m["outlier_drift"] = m.get("outlier_drift", 0) + 1
                 if m["status"] == "ok":
                     m["status"] = "drift"

@@ -389,7 +389,7 @@ def test_health_marks():
     assert report_rows.health_marks(idle) == ["PCIe x8 of x16"]
     assert report_rows.health_marks(dict(HEALTHY, pcie_gen_current=3, ecc_uncorrected_volatile=4, persistence_mode=False,
                                          retired_pages_pending=True, remapped_rows_failure=True,
-                                 clocks_event_reasons=["sw_power_cap", "sw_thermal_slowdown"])) == [
+                                         clocks_event_reasons=["sw_power_cap", "sw_thermal_slowdown"])) == [
         "PCIe Gen3 of Gen5", "4 uncorrected ECC errors", "retired pages pending", "row remap failed",
         "clocks held back: sw_thermal_slowdown", "persistence mode off"]
 

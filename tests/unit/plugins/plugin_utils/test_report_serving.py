@@ -90,10 +90,9 @@ def test_skipped_busy_gpus_and_the_proofs_age_are_in_the_row_and_the_renderings(
 
 
 def test_a_drain_from_an_earlier_run_stands_until_a_hook_returns_it():
-    previous = store.build_report(run("verify", gpu01=dict(ok_entry(), status="failed", message="x",
-                                                           serving={"drained": True, "returned": False,
-                                                                    "reason": "gpufleet: x", "actions": ["drain: gpufleet: x"]})),
-                                now=NOW)
+    serving = {"drained": True, "returned": False, "reason": "gpufleet: x", "actions": ["drain: gpufleet: x"]}
+    previous = store.build_report(run("verify", gpu01=dict(ok_entry(), status="failed", message="x", serving=serving)),
+                                  now=NOW)
     # no hook ran this time (the host was unreachable, or the hooks were left out): the drain still stands
     row = store.build_report(run("verify", gpu01=ok_entry()), previous=previous, now=NOW)["hosts"][0]
     assert row["serving"]["drained"] and row["serving"]["carried"] and row["serving"]["actions"] == []

@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules import defaults
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.fleet import fleet_hosts, serving_errors
-from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.verify import model_errors, verify_main
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.verify import model_errors
 
 from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.rules.role_files import role_defaults
 
