@@ -234,5 +234,6 @@ def test_the_install_requires_flashinfer_python_with_its_extras(changes, require
 ])
 def test_pre_releases_are_allowed_where_a_pin_is_one(values, prerelease):
     args = _preflight_args(values)
-    assert args[:4] == ["--python", CONTEXT["uv_venv_python"], "--constraint", CONTEXT["torch_nightly_constraints_file"]]
+    assert args[:4] == ["--python", CONTEXT["uv_venv_python"],
+                        "--constraint", CONTEXT["torch_nightly_constraints_file"]]
     assert (args[4:6] == ["--prerelease", "allow"]) is prerelease and args.count("--prerelease") == int(prerelease)
