@@ -37,6 +37,8 @@ from conftest import ROOT, base_env, run_playbook, venv_bin
 
 HOSTS = ["sbx1", "sbx2", "sbx3"]
 STAGE = {"deploy": "preflight", "verify": "verify", "rollback": "rollback"}
+# the stage of a case refused by the hosts check on the controller, for what the hosts set themselves
+CONTROLLER = "controller"
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "sgl_kernel_fixture")
 with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "all.yml"), encoding="utf-8") as _fh:
     SANDBOX_EXPECT = yaml.safe_load(_fh)["gpufleet_expect"]
@@ -243,10 +245,30 @@ CASES = [
          "gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them", "(got 0)"),
     case("max-fail-percentage-150", {"gpufleet_max_fail_percentage": 150},
          "gpufleet_max_fail_percentage must be an integer 0-100", "(got '150')", playbook="rollback"),
+    # what the hosts set themselves, judged on the controller before the hosts' play
+    case("unknown-variable", {"gpufleet_expext": {"device_count": 7}},
+         "gpufleet_expext is not an input of this collection; did you mean gpufleet_expect?",
+         "gpufleet_allowed_variables", stage=CONTROLLER),
+    case("unknown-variable", {"verify_tiemout": 5},
+         "verify_tiemout is not an input of this collection; did you mean verify_timeout?", playbook="rollback",
+         stage=CONTROLLER),
+    case("nightly-date-not-the-pins", {"torch_nightly_date": "20260310",
+                                       "torch_nightly_versions": {"torch": "2.13.0.dev20260307+cpu"}},
+         "torch_nightly_date must be the date of the nightly versions pinned in torch_nightly_versions",
+         "(got '20260310'; pinned: torch 2.13.0.dev20260307+cpu", stage=CONTROLLER),
+    # under --limit (each batch of host cases runs so) each host refuses what it set itself
+    case("unknown-variable-in-host-vars", {"torch_nightly_dates": "20260310"},
+         "torch_nightly_dates is not an input of this collection; did you mean torch_nightly_date?"),
+    case("unknown-variable-in-host-vars", {"gpufleet_rollback_expects": {"device_count": 0}},
+         "gpufleet_rollback_expects is not an input of this collection; did you mean gpufleet_rollback_expect?",
+         playbook="rollback"),
+    # a float's type error in the variable's own words, no Python class
+    case("min-free-gib-with-a-unit", {"gpufleet_min_free_gib": "60GB"},
+         "gpufleet_min_free_gib must be a number of GiB", "(got '60GB')"),
 ]
 # refused on the controller, before the hosts' play: no report row
 CONTROLLER_VARS = ("gpufleet_hosts", "gpufleet_serial", "gpufleet_max_fail_percentage")
-NO_HOSTS = {c.id for c in CASES if not c.limit and (c.inventory == "empty"
+NO_HOSTS = {c.id for c in CASES if not c.limit and (c.inventory == "empty" or c.stage == CONTROLLER
             or any(k in (c.extra if isinstance(c.extra, dict) else {}) for k in CONTROLLER_VARS))}
 # run one per run, with -e: the controller's cases and those under --limit
 ALONE = NO_HOSTS | {c.id for c in CASES if c.limit}

@@ -13,6 +13,7 @@ names (plugins/filter/inputs.py), which only wrap these functions.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -272,6 +273,14 @@ def list_errors(values, elements="str"):
 def show(value):
     """A value as a message shows it (as Jinja rendered it into text: None as nothing)."""
     return "" if value is None else str(value)
+
+
+def quoted(value):
+    """A value as '(got ...)' shows a value of the wrong kind: a string in quotes, anything else with its
+    YAML kind ("list [1]"), never the Python class that carries it."""
+    if isinstance(value, str):
+        return "'%s'" % value
+    return "%s %s" % ("dict" if isinstance(value, Mapping) else yaml_kind(value), json.dumps(value, default=str))
 
 
 def number(value, default, kind=float):

@@ -2,17 +2,23 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The fleet role's value rules: the playbooks' inputs (entry points hosts and
-validate), what the argument spec's types cannot express."""
+validate), what the argument spec's types cannot express, and what the hosts
+set themselves in the inventory or with -e (unknown variables, a host in two
+GPU models' groups, a nightly date its pins contradict, the report directory)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 
+from ansible_collections.gpufleet.inference.plugins.plugin_utils import internal_names
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import (
+    NightlyInputError, nightly_date_valid, nightly_version_parse)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
-    expect_errors, is_list, number, part_name_error, show, tolerance_errors)
+    expect_errors, is_list, list_errors, number, part_name_error, passes_type, quoted, show, tolerance_errors)
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.defaults import given
 
 # absolute or under ~/, no whitespace, not ending in /
@@ -81,9 +87,148 @@ def slice_errors(values):
     return [e for e in (part_name_error("gpufleet_run_id", run_id), part_name_error("gpufleet_report_part", part)) if e]
 
 
+# What the hosts of a run have set themselves, in the inventory or with -e (never a role's default), as
+# check_vars hands it to the rules below: values[INVENTORY] = {"hosts": {host: {"names": [the names set in
+# the collection's namespace], "values": {name: value, for the names of HOST_VALUES it sets}, "groups": [its
+# groups]}}, "groups": {group: {"sets": [the names of MODEL_GROUP_VARIABLES the group itself sets],
+# "ancestors": [its parent groups, up to all]}}}. Without it (a rule called with the variables alone, as
+# verify_host calls fleet_validate) these rules have nothing to judge.
+INVENTORY = "fleet_inventory"
+# what a GPU model's group sets, whole, for its hosts (inventories/cluster/hosts.yml)
+MODEL_GROUP_VARIABLES = ("gpufleet_expect", "sgl_kernel_arch_list")
+HOST_VALUES = ("gpufleet_allowed_variables", "gpufleet_report_dir", "torch_nightly_channel", "torch_nightly_date",
+               "torch_nightly_versions")
+
+
+def words(items, most=5):
+    """'a', 'a and b', 'a, b and c'; beyond MOST items the first ones and how many more."""
+    items = [str(i) for i in items]
+    if len(items) > most:
+        return "%s and %d more" % (", ".join(items[:most]), len(items) - most)
+    return " and ".join(filter(None, (", ".join(items[:-1]), items[-1] if items else "")))
+
+
+def _inventory_hosts(values):
+    return ((values.get(INVENTORY) or {}).get("hosts") or {}).items()
+
+
+def _unrendered(found, name):
+    """Whether the host sets NAME to a value that did not render (its own validation names it): nothing to
+    judge by, rather than the default it does not have."""
+    return name in found["names"] and name not in found["values"]
+
+
+def unknown_variable_errors(values):
+    """A variable in the collection's namespace that no argument spec declares and the collection does not set
+    itself (plugin_utils/internal_names.py): a typo, which would leave the input it meant at its default. One
+    message per name, with the hosts that have it and the nearest input."""
+    hosts_of, errors = {}, []
+    for host, found in _inventory_hosts(values):
+        if _unrendered(found, "gpufleet_allowed_variables"):
+            continue
+        allowed = found["values"].get("gpufleet_allowed_variables", [])
+        bad = list_errors({"gpufleet_allowed_variables": allowed})
+        errors += [e for e in bad if e not in errors]
+        for name in internal_names.unknown_names(found["names"], allowed if not bad else ()):
+            hosts_of.setdefault(name, []).append(host)
+    for name in sorted(hosts_of):
+        near = internal_names.nearest(name)
+        errors.append("%s is not an input of this collection; %s (set for %s; a variable of your own goes into "
+                      "gpufleet_allowed_variables)" % (name, "did you mean %s?" % near if near else
+                                                       "none is near it (docs/inputs.md lists them)",
+                                                       words(hosts_of[name])))
+    return errors
+
+
+def model_group_errors(values):
+    """A host in two groups that each set a GPU model's gpufleet_expect or sgl_kernel_arch_list: Ansible takes
+    one group's value whole and drops the other's. A group that is the parent of the other is not a contradiction
+    (the child's value wins, as meant)."""
+    groups = (values.get(INVENTORY) or {}).get("groups") or {}
+    hosts_of = {}
+    for host, found in _inventory_hosts(values):
+        clashes = {}
+        for name in MODEL_GROUP_VARIABLES:
+            setting = [g for g in found.get("groups") or [] if name in groups.get(g, {}).get("sets", ())]
+            setting = [g for g in setting if not any(g in groups[other]["ancestors"] for other in setting)]
+            if len(setting) > 1:
+                clashes.setdefault(tuple(sorted(setting)), []).append(name)
+        for setting, names in clashes.items():
+            hosts_of.setdefault((setting, tuple(names)), []).append(host)
+    return ["%s %s in %s, which %s set %s: a host takes one GPU model's group"
+            % (words(hosts), "is" if len(hosts) == 1 else "are", words(setting, len(setting)),
+               "both" if len(setting) == 2 else "all", words(names))
+            for (setting, names), hosts in hosts_of.items()]
+
+
+def nightly_date_errors(values):
+    """A torch_nightly_date the hosts set that is not the date of their pinned nightly versions: the full
+    versions win over the date, which would be ignored. A version without a nightly date (a release) is no
+    contradiction, nor is a stack of the release channel, which reads no date."""
+    hosts_of = {}
+    for host, found in _inventory_hosts(values):
+        given_values = found["values"]
+        date, versions = show(given_values.get("torch_nightly_date")), given_values.get("torch_nightly_versions")
+        if ("torch_nightly_date" not in given_values or not nightly_date_valid(date)
+                or given_values.get("torch_nightly_channel") == "release" or not isinstance(versions, Mapping)):
+            continue
+        other = []
+        for package in sorted(versions, key=str):
+            try:
+                version = nightly_version_parse(versions[package])
+            except NightlyInputError:  # the torch_nightly role's own rules name it
+                continue
+            if version["nightly"] and version["date"] != date:
+                other.append("%s %s" % (package, version["version"]))
+        if other:
+            hosts_of.setdefault((date, tuple(other)), []).append(host)
+    return ["torch_nightly_date must be the date of the nightly versions pinned in torch_nightly_versions, which "
+            "win over it (got '%s'; pinned: %s; on %s)" % (date, ", ".join(other), words(hosts))
+            for (date, other), hosts in hosts_of.items()]
+
+
+def unwritable(path):
+    """Why the controller cannot make or write the directory PATH ('' where it can): tried for real, with a
+    directory made and removed in the nearest one that exists (permissions alone do not say it for root, a
+    read-only mount or /proc)."""
+    there = path
+    while not os.path.lexists(there) and os.path.dirname(there) != there:
+        there = os.path.dirname(there)
+    if not os.path.isdir(there):
+        return "%s is not a directory" % there
+    try:
+        made = tempfile.mkdtemp(prefix=".gpufleet-check-", dir=there)
+    except OSError as exc:
+        return "cannot make a directory in %s: %s" % (there, exc.strerror or exc)
+    os.rmdir(made)
+    return ""
+
+
+def report_dir_errors(values):
+    """gpufleet_report_dir as the report resolves it (roles/fleet/vars/main.yml): a directory the controller
+    can make and write, judged before the run rather than by the report at its end."""
+    errors = []
+    for host, found in _inventory_hosts(values):
+        report_dir = found["values"].get("gpufleet_report_dir") or ""
+        # a value of another type: the type check of each host's validation names it
+        if not isinstance(report_dir, str) or _unrendered(found, "gpufleet_report_dir"):
+            continue
+        path = os.path.realpath(os.path.expanduser(report_dir or "reports"))
+        reason = unwritable(path)
+        message = ("gpufleet_report_dir must be a directory the controller can make and write (got '%s'%s: %s)"
+                   % (report_dir, "" if path == report_dir else ", that is " + path, reason))
+        if reason and message not in errors:
+            errors.append(message)
+    return errors
+
+
 def fleet_hosts(values):
-    """On the controller before a fleet play (entry point hosts): the host pattern, then the play keywords."""
-    return host_pattern_errors(values) + play_keywords(values) + slice_errors(values)
+    """On the controller before a fleet play (entry point hosts): the host pattern, then the play keywords, then
+    what the hosts have set: unknown variables, a host in two GPU models' groups, a nightly date the pins
+    contradict, the report directory."""
+    return (host_pattern_errors(values) + play_keywords(values) + slice_errors(values)
+            + unknown_variable_errors(values) + model_group_errors(values) + nightly_date_errors(values)
+            + report_dir_errors(values))
 
 
 def play_keywords(values):
@@ -162,14 +307,26 @@ def fleet_validate(values):
     free = values.get("gpufleet_min_free_gib")
     if number(free, 0.0) < 0:
         errors.append("gpufleet_min_free_gib must be a number of GiB >= 0 (got %s)" % show(free))
+    elif free is not None and not passes_type(free, "float"):
+        # said here, in the variable's own words: the type check's would name a Python class
+        errors.append("gpufleet_min_free_gib must be a number of GiB (got %s)" % quoted(free))
     errors += serving_errors(values)
     errors += expect_errors(expect, "gpufleet_expect")
     errors += expect_errors(values.get("gpufleet_rollback_expect") or {}, "gpufleet_rollback_expect")
     errors += tolerance_errors(values.get("gpufleet_kernel_tolerances"), "gpufleet_kernel_tolerances")
     ignore = values.get("gpufleet_rollback_ignore_expect")
     errors += expect_errors(dict.fromkeys(ignore if is_list(ignore) else []), "gpufleet_rollback_ignore_expect")
+    # what the host set itself: under --limit the hosts check, which judges it for every host, is skipped
+    errors += unknown_variable_errors(values) + nightly_date_errors(values)
     return errors
 
+
+# What check_vars reads of the inventory for these rules, into values[INVENTORY]: the hosts check for every
+# host of the pattern, with their groups (the inventory's sources are read once more for the groups' own
+# variables); each host's validation for its host alone, without groups.
+fleet_hosts.inventory = {"name": INVENTORY, "hosts": "fleet_hosts_matched", "values": HOST_VALUES,
+                         "groups": MODEL_GROUP_VARIABLES}
+fleet_validate.inventory = {"name": INVENTORY, "hosts": None, "values": HOST_VALUES, "groups": ()}
 
 # the fleet role's entry points that have value rules
 ENTRY_POINTS = {"hosts": fleet_hosts, "validate": fleet_validate}

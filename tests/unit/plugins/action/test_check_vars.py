@@ -5,15 +5,24 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 from unittest.mock import MagicMock
 
 import pytest
+import yaml
 from ansible.errors import AnsibleError
+from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
 from ansible.template import Templar
+from ansible.vars.hostvars import HostVars
+from ansible.vars.manager import VariableManager
 
 from ansible_collections.gpufleet.inference.plugins.action.check_vars import ActionModule
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.defaults import ROOT, role_defaults
+
+with open(os.path.join(ROOT, "roles", "fleet", "meta", "argument_specs.yml"), encoding="utf-8") as _handle:
+    FLEET_SPEC = _handle.read()
 
 SPEC = {"keep": {"type": "int"}, "smoke": {"type": "bool"}, "link": {"type": "str"}}
 
@@ -100,3 +109,93 @@ def test_the_context_reaches_the_rules_but_not_the_type_check():
     after = run({"argument_spec": {}, "rules": "flashinfer.main", "context": ran})
     assert not any(unset in e for e in after.get("argument_errors", []))
     assert not any("uv_venv_remote_wheelhouse_dir" in e and "type" in e for e in after.get("argument_errors", []))
+
+
+@pytest.mark.parametrize("value, shown", [("60GB", "'60GB'"), ([1], "list [1]"), ({"gb": 4}, 'dict {"gb": 4}')])
+def test_a_float_type_error_names_no_python_class(value, shown):
+    # a variable no rule judges: the type check's error, in the rules' words
+    res = run({"argument_spec": {"sgl_kernel_gb_per_job": {"type": "float"}},
+               "provided_arguments": {"sgl_kernel_gb_per_job": value}})
+    assert res["argument_errors"] == ["sgl_kernel_gb_per_job must be a number (got %s)" % shown]
+    assert "<class" not in res["msg"] and res["msg"].startswith("Validation of arguments failed:")
+
+
+def test_a_float_a_rule_names_is_said_once_in_the_rules_words():
+    spec = yaml.safe_load(FLEET_SPEC)["argument_specs"]["validate"]["options"]
+    res = run({"argument_spec": spec, "rules": "fleet.validate",
+               "provided_arguments": {"gpufleet_min_free_gib": "60GB", "gpufleet_outlier_ratio": "abc"}},
+              task_vars=role_defaults("fleet"))
+    assert res["msg"] == ("gpufleet_outlier_ratio must be a number > 0 and <= 1 (got abc); "
+                          "gpufleet_min_free_gib must be a number of GiB (got '60GB')")
+
+
+def _inventory(tmp_path, hosts_yml, group_vars, manager=None):
+    """hostvars of an inventory written to TMP_PATH, as a play's task variables have them (MANAGER: a list that
+    gets the variable manager, for what a run sets on a host)."""
+    (tmp_path / "hosts.yml").write_text(hosts_yml)
+    (tmp_path / "group_vars").mkdir()
+    for group, text in group_vars.items():
+        (tmp_path / "group_vars" / ("%s.yml" % group)).write_text(text)
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(tmp_path)])
+    variables = VariableManager(loader=loader, inventory=inventory)
+    if manager is not None:
+        manager.append(variables)
+    return {"hostvars": HostVars(inventory, variables, loader), "ansible_inventory_sources": [str(tmp_path)],
+            "playbook_dir": str(tmp_path)}
+
+
+CLUSTER = """
+all:
+  children:
+    gpu_nodes:
+      vars: {gpufleet_expect: {device_count: 1}}
+      children:
+        rtx_pro_6000:
+          hosts: {gpu01: {gpufleet_verify_smoke: true}, gpu02: {}}
+        h200:
+          vars: {sgl_kernel_arch_list: ["9.0a"]}
+          hosts: {gpu01: {}, h200-01: {}}
+"""
+MODELS = {"rtx_pro_6000": 'gpufleet_expect: {device_count: 8}\nsgl_kernel_arch_list: ["12.0a"]\n'
+                          "gpufleet_expext: {device_count: 7}\n",
+          "h200": "gpufleet_expect: {device_count: 8}\n",
+          "all": 'torch_nightly_date: "20260310"\ntorch_nightly_versions: {torch: "2.12.0.dev20260307+cu130"}\n'}
+
+
+def test_the_hosts_check_reads_what_the_hosts_set_and_their_groups(tmp_path):
+    task_vars = _inventory(tmp_path, CLUSTER, MODELS)
+    spec = yaml.safe_load(FLEET_SPEC)["argument_specs"]["hosts"]["options"]
+    res = run({"argument_spec": spec, "rules": "fleet.hosts",
+               "context": {"fleet_hosts_matched": ["gpu01", "gpu02", "h200-01"]}}, task_vars=task_vars)
+    assert res["argument_errors"] == [
+        "gpufleet_expext is not an input of this collection; did you mean gpufleet_expect? (set for gpu01 and gpu02; "
+        "a variable of your own goes into gpufleet_allowed_variables)",
+        # gpu_nodes sets gpufleet_expect too: the parent of both, whose value each child's overrides as meant
+        "gpu01 is in h200 and rtx_pro_6000, which both set gpufleet_expect and sgl_kernel_arch_list: a host takes "
+        "one GPU model's group",
+        "torch_nightly_date must be the date of the nightly versions pinned in torch_nightly_versions, which win "
+        "over it (got '20260310'; pinned: torch 2.12.0.dev20260307+cu130; on gpu01, gpu02 and h200-01)"]
+
+
+def test_each_host_is_judged_on_what_it_set_itself_not_on_defaults(tmp_path):
+    manager = []
+    task_vars = _inventory(tmp_path, CLUSTER, dict(MODELS, all="gpufleet_allowed_variables: [gpufleet_expext]\n"),
+                           manager)
+    # a role's default and what this run set on the host are no operator's variables
+    manager[0].set_host_facts("gpu02", {"uv_venv_dir": "/x"})
+    spec = yaml.safe_load(FLEET_SPEC)["argument_specs"]["validate"]["options"]
+    for host in ("gpu01", "gpu02", "h200-01"):
+        res = run({"argument_spec": spec, "rules": "fleet.validate"},
+                  task_vars=dict(role_defaults("fleet"), inventory_hostname=host, verify_tiemout=1, **task_vars))
+        assert not res.get("failed"), res["msg"]
+
+
+def test_a_value_that_does_not_render_is_left_to_the_hosts_own_validation(tmp_path):
+    task_vars = _inventory(tmp_path, "all:\n  hosts:\n    gpu01:\n", {
+        "all": 'gpufleet_report_dir: "{{ nowhere_defined }}"\ngpufleet_allowed_variables: "{{ nor_this }}"\n'
+               "gpufleet_mine: 1\n"})
+    spec = yaml.safe_load(FLEET_SPEC)["argument_specs"]["hosts"]["options"]
+    res = run({"argument_spec": spec, "rules": "fleet.hosts", "context": {"fleet_hosts_matched": ["gpu01"]}},
+              task_vars=task_vars)
+    assert not res.get("failed"), res["msg"]

@@ -58,6 +58,9 @@ def test_the_defaults_pass():
     ("gpufleet_outlier_ratio", 1.5, "gpufleet_outlier_ratio must be a number > 0 and <= 1 (got 1.5)"),
     ("gpufleet_outlier_ratio", "nope", "gpufleet_outlier_ratio must be a number > 0 and <= 1 (got nope)"),
     ("gpufleet_min_free_gib", -1, "gpufleet_min_free_gib must be a number of GiB >= 0 (got -1)"),
+    # not a number: said by the rule, whose words name the unit (the type check's would name a Python class)
+    ("gpufleet_min_free_gib", "60GB", "gpufleet_min_free_gib must be a number of GiB (got '60GB')"),
+    ("gpufleet_min_free_gib", [60], "gpufleet_min_free_gib must be a number of GiB (got list [60])"),
 ])
 def test_each_fleet_rule_names_the_variable_and_the_value(name, value, message):
     assert fleet_validate(dict(FLEET, **{name: value})) == [message]
@@ -66,7 +69,8 @@ def test_each_fleet_rule_names_the_variable_and_the_value(name, value, message):
 @pytest.mark.parametrize("name, value", [
     # the wrong type: the type check reports it, not a rule
     ("gpufleet_venv_link", 5), ("gpufleet_keep_previous_venvs", "many"), ("gpufleet_collectives_sizes_mib", 5),
-    ("gpufleet_min_free_gib", "lots"),
+    # what the type check takes as a float
+    ("gpufleet_min_free_gib", "60"), ("gpufleet_min_free_gib", True), ("gpufleet_min_free_gib", None),
     # right
     ("gpufleet_textfile_dir", "/srv/metrics"), ("gpufleet_expect", {"allreduce_size_mib": 16}),
     ("gpufleet_outlier_ratio", "0.5"),
