@@ -43,8 +43,9 @@ MODULE = "gpufleet.inference.venv_link_info"
 # The tags of deploy.yml's chain: its stages, the roles' own <role>_<phase>
 # tags, and the special ones. A skipped tag outside these (molecule's
 # notest, a site playbook's own tags) leaves nothing of the chain out.
-STAGE_TAGS = frozenset(("preflight", "cuda", "venv", "torch", "flashinfer", "sgl_kernel", "verify", "activate"))
-ROLE_TAG_PREFIXES = ("cuda_toolkit_", "uv_venv_", "torch_nightly_", "flashinfer_", "sgl_kernel_", "verify_",
+STAGE_TAGS = frozenset(("preflight", "cuda", "venv", "torch", "flashinfer", "sgl_kernel", "sglang", "verify",
+                        "activate"))
+ROLE_TAG_PREFIXES = ("cuda_toolkit_", "uv_venv_", "torch_nightly_", "flashinfer_", "sgl_kernel_", "sglang_", "verify_",
                      "activate_", "fleet_")
 SPECIAL_TAGS = frozenset(("all", "always", "tagged", "untagged"))
 MARKER = "gpufleet-deployed.json"

@@ -53,7 +53,7 @@ ABI_OPTIONAL = ("build_options",)
 # the stage roles' specs, and the fleet role's options of its entry point
 # "preflight" (its other entry points' own options are run control: the host
 # pattern, the lock, the report). A variable no spec declares is no input.
-STAGE_ROLES = ("cuda_toolkit", "uv_venv", "torch_nightly", "flashinfer", "sgl_kernel", "verify", "activate")
+STAGE_ROLES = ("cuda_toolkit", "uv_venv", "torch_nightly", "flashinfer", "sgl_kernel", "sglang", "verify", "activate")
 FLEET_INPUT_ENTRY_POINTS = ("preflight",)
 # The collection's code that decides what lands on a host.
 CODE_DIRS = ("roles", "playbooks", "plugins")

@@ -20,12 +20,12 @@ worker of every host (a worker is a fork that keeps no template cache).
 from __future__ import annotations
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules import (
-    activate, cuda_toolkit, flashinfer, fleet, sgl_kernel, torch_nightly, uv_venv, verify)
+    activate, cuda_toolkit, flashinfer, fleet, sgl_kernel, sglang, torch_nightly, uv_venv, verify)
 
 # by role and entry point, as check_vars names them ("<role>.<entry point>")
 RULES = {
     (module.__name__.rsplit(".", 1)[1], entry_point): rules
-    for module in (activate, cuda_toolkit, flashinfer, fleet, sgl_kernel, torch_nightly, uv_venv, verify)
+    for module in (activate, cuda_toolkit, flashinfer, fleet, sgl_kernel, sglang, torch_nightly, uv_venv, verify)
     for entry_point, rules in module.ENTRY_POINTS.items()
 }
 

@@ -157,9 +157,9 @@ def test_deploy_key_code_change_changes_the_key(root):
 
 
 def test_deploy_key_pinned(root):
-    assert keys.deploy_key(HOST, root) == "c2790d742c9e96b1a6f12a8e"
-    assert keys.deploy_key(dict(HOST, fleet_x=2), root) == "10e915b48c84123f1df3b48f"
-    assert keys.deploy_key({}, root) == "a3fb53852dee32597715e098"
+    assert keys.deploy_key(HOST, root) == "bdc81cf77348e5a3662d9af2"
+    assert keys.deploy_key(dict(HOST, fleet_x=2), root) == "1afc429319a1c2695c7f9b9a"
+    assert keys.deploy_key({}, root) == "722fc2340384a1a8d4c01212"
 
 
 def test_deploy_key_not_a_collection_root_is_a_key_input_error(tmp_path):

@@ -1,0 +1,87 @@
+# Copyright: (c) 2026, gpufleet.inference maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The sglang role's value rules: what its argument spec's types cannot
+express, as messages "<variable> must be <allowed> (got <value>)"; the last
+one says that nothing was changed.
+
+What needs sglang's own metadata (its requirements against the stack's pins,
+the extras it declares) is judged after these, by the preflight's
+gpufleet.inference.sglang_requirements, on the controller.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
+    is_list, list_errors, nothing_changed, show, url_errors)
+
+# a release as sglang publishes them (0.5.23, 0.5.6.post2, 0.5.0rc1)
+_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$")
+# an extra's name as PEP 508 writes it (what goes between the brackets of sglang[tracing])
+_EXTRA_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_INDEX_RE = re.compile(r"^(https?|file)://")
+_SHA256_RE = re.compile(r"^([0-9a-fA-F]{64})?$")
+# what gpufleet.inference.uv_venv and torch_nightly set, which the install reads
+_EARLIER_ROLES = ("uv_venv_dir", "uv_venv_python", "uv_venv_bin", "torch_nightly_constraints_file")
+
+
+def url_list_errors(values):
+    """URLs (a scheme and a host; the default index is checked even with a wheelhouse, where it is not
+    used) and lists (a list, not a string that the list type would split at commas)."""
+    urls = values.get("sglang_index_urls")
+    errors = url_errors(urls, "sglang_index_urls") if is_list(urls) else []
+    errors += url_errors(values.get("sglang_default_index_url"), "sglang_default_index_url")
+    if is_list(urls) and not url_errors(urls, "sglang_index_urls"):
+        # a scheme written in capitals, or file:/path: uv wants the scheme as it is written here
+        bad = [str(url) for url in urls if not _INDEX_RE.match(str(url))]
+        if bad:
+            errors.append("sglang_index_urls must be http(s):// or file:// URLs (got %s)" % ", ".join(bad))
+    return errors + list_errors({name: values.get(name) for name in (
+        "sglang_extras", "sglang_index_urls", "sglang_guarded_packages")})
+
+
+def extras_errors(values):
+    """Names an extra can have, each once (whether sglang declares them is read from its metadata)."""
+    extras = values.get("sglang_extras")
+    if not (is_list(extras) and extras) or list_errors({"sglang_extras": extras}):
+        return []  # none, or the list check reports it
+    errors = []
+    bad = [str(extra) for extra in extras if not _EXTRA_RE.match(str(extra))]
+    if bad:
+        errors.append("sglang_extras must be extra names of sglang (letters, digits and . _ - inside, as tracing; "
+                      "got %s)" % ", ".join(bad))
+    # PEP 685: extras compare as normalized names
+    seen = [re.sub(r"[-_.]+", "-", str(extra)).lower() for extra in extras]
+    twice = sorted(set(extra for extra in seen if seen.count(extra) > 1))
+    if twice:
+        errors.append("sglang_extras must name each extra once (got %s more than once)" % ", ".join(twice))
+    return errors
+
+
+def sglang_main(values):
+    """The sglang role's inputs, and the other roles' results it needs (uv_venv_*,
+    torch_nightly_constraints_file, uv_venv_remote_wheelhouse_dir: None where not set)."""
+    errors = url_list_errors(values)
+    if any(values.get(name) is None for name in _EARLIER_ROLES):
+        errors.append("uv_venv_* / torch_nightly_constraints_file are not set: run gpufleet.inference.uv_venv and "
+                      "torch_nightly before sglang")
+    version = show(values.get("sglang_version"))
+    if not _VERSION_RE.match(version):
+        errors.append("sglang_version must be a release of sglang such as 0.5.23 (got '%s')" % version)
+    errors += extras_errors(values)
+    digest = show(values.get("sglang_wheel_sha256"))
+    if not _SHA256_RE.match(digest):
+        errors.append("sglang_wheel_sha256 must be '' or the 64 hex digits of a sha256 (got '%s')" % digest)
+    guarded = values.get("sglang_guarded_packages")
+    if is_list(guarded) and not guarded:
+        errors.append("sglang_guarded_packages must name the packages the install may not move (got [])")
+    if show(values.get("sglang_wheelhouse")) and values.get("uv_venv_remote_wheelhouse_dir") is None:
+        errors.append("sglang_wheelhouse must be '' unless gpufleet.inference.uv_venv pushed the wheelhouse "
+                      "(uv_venv_remote_wheelhouse_dir)")
+    return nothing_changed(errors)
+
+
+# entry point -> rules(values) -> [message]; the preflight entry point has the main one's options
+ENTRY_POINTS = {"main": sglang_main, "preflight": sglang_main}
