@@ -14,6 +14,7 @@ import ast
 import os
 import re
 
+import jinja2
 import pytest
 import yaml
 
@@ -242,9 +243,15 @@ def _skeleton_files(playbook):
             continue
         mode = (play.get("vars") or {}).get("fleet_mode")
         steps = yaml.safe_load(_read(os.path.join("roles", "fleet", "vars", "main.yml")))["_fleet_modes"][mode]
-        run = os.path.join("roles", "fleet", "tasks", "run.yml")
-        fixed = [t for t in _yaml_targets(run) if "{{" not in t]
-        files.update(["roles/fleet/tasks/" + name for name in steps.values() if name != "none.yml"] + fixed)
+        files.update("roles/fleet/tasks/" + name for name in steps.values() if name != "none.yml")
+        # the skeleton playbook's own role calls (tasks_from rendered for this mode), and what they import
+        for skeleton_play in yaml.safe_load(_read(os.path.join("playbooks", "fleet_run.yml"))):
+            for task in skeleton_play.get("tasks") or []:
+                call = task.get(BUILTIN + "import_role") or {}
+                if call.get("name") == FQCN + "fleet":
+                    entry = jinja2.Template(call.get("tasks_from", "main")).render(fleet_mode=mode)
+                    path = _role_entry("fleet", entry)
+                    files.update([path] + [t for t in _yaml_targets(path) if "{{" not in t])
         # the body is what the playbook's own task list was: the files it names are its steps too
         body = "roles/fleet/tasks/" + steps["body"]
         files.update(t for t in _yaml_targets(body) if "{{" not in t)
