@@ -21,6 +21,11 @@ BUILD_REQS = ["scikit-build-core==0.11.6", "cmake==3.31.10", "ninja==1.13.0", "w
 # role downloads it into this one folder once for the whole suite
 # (sgl_kernel_wheel_cache_dir); runs side by side do not clash in it.
 WHEEL_CACHE = os.path.join(ROOT, ".cache", "sgl-kernel-published")
+# The published wheel these tests judge: sgl-kernel 0.3.21, the last under the
+# old distribution name (the role's default became sglang-kernel 0.4.10): a
+# CUDA 12 build for torch 2.9.1, which the tests' CPU and CUDA torches refuse.
+OLD_WHEEL = {"sgl_kernel_wheel_package": "sgl-kernel", "sgl_kernel_wheel_version": "0.3.21",
+             "sgl_kernel_wheel_sha256": "57dfb3a2a3cd759f499c32e2bad5f6489b7c58f7f9a84ee00c53ec92d303aaab"}
 TORCH_CPU = "torch==2.13.0"
 
 

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT, base_env, venv_bin
-from sgl_kernel_helpers import (CACHE, DEPLOY, PREPARE, WHEEL_CACHE, build_lines, collect, fixture_repo, host_wheels,
+from sgl_kernel_helpers import (CACHE, DEPLOY, OLD_WHEEL, PREPARE, WHEEL_CACHE, build_lines, collect, fixture_repo, host_wheels,
                                 run_playbook)
 
 HOSTS = ["sbx1", "sbx2", "sbx3"]
@@ -152,7 +152,7 @@ def test_patch_rule_change_rebuilds_exactly_once(fleet):
 # pinned nvidia-cuda-cuobjdump wheel (the CPU fleet audits no targets, but the
 # role has it ready before it judges).
 def published(**kw):
-    return dict({"sgl_kernel_wheel_cache_dir": WHEEL_CACHE}, **kw)
+    return dict(dict(OLD_WHEEL, sgl_kernel_wheel_cache_dir=WHEEL_CACHE), **kw)
 
 
 def test_auto_falls_back_to_the_source_build_and_says_why(fleet):

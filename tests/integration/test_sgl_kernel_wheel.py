@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, cuobjdump_home, run_playbook as plain_playbook, venv_bin
-from sgl_kernel_helpers import DEPLOY, WHEEL_CACHE, run_playbook
+from sgl_kernel_helpers import DEPLOY, OLD_WHEEL, WHEEL_CACHE, run_playbook
 from test_sgl_kernel_build import cuda_venv, local_inventory, site
 
 TORCH_291_VENV = os.path.join(ROOT, ".cache", "torch-2.9.1-cu128-venv")
@@ -71,6 +71,7 @@ def wheel_vars(tmp_path, venv, **kw):
         # importing it needs a GPU driver and CUDA 12 libraries (see the module docstring)
         "sgl_kernel_abi_check": False,
     }
+    extra.update(OLD_WHEEL)
     extra.update(kw)
     return extra
 
