@@ -86,6 +86,8 @@ CHECK_BACKENDS = {
     'moe.flashinfer_cutlass.fp8': ('moe_runner', 'flashinfer_cutlass'),
     'moe.flashinfer_cutlass.nvfp4': ('moe_runner', 'flashinfer_cutlass'),
     'moe.flashinfer_trtllm.nvfp4': ('moe_runner', 'flashinfer_trtllm'),
+    'moe.triton.bf16': ('moe_runner', 'triton'),
+    'moe.triton.fp8': ('moe_runner', 'triton'),
     'model.mm_fp4.cudnn': ('fp4_gemm', 'flashinfer_cudnn'),
     'model.mm_fp4.cutlass': ('fp4_gemm', 'flashinfer_cutlass'),
     'model.mm_fp4.trtllm': ('fp4_gemm', 'flashinfer_trtllm'),
@@ -96,9 +98,12 @@ CHECK_BACKENDS = {
 # first for FP4 GEMM because flashinfer_cutlass is the one that returned NaN
 # on SM120, and it is what sglang 0.5.23's auto picks there
 # (layers/quantization/fp4_utils.py: flashinfer_cutedsl on SM100, marlin on
-# SM80-SM90, flashinfer_cutlass otherwise).
+# SM80-SM90, flashinfer_cutlass otherwise). sglang's triton MoE runner comes
+# after flashinfer's, so a host where those qualify keeps its flag; it is what
+# 0.5.23's auto runs for BF16 and FP8 experts on SM90 and SM120, and it needs
+# no module built ahead (flashinfer's fused MoE for SM90 takes about an hour).
 DEFAULT_PREFERENCE = {
-    'moe_runner': ['flashinfer_cutlass', 'flashinfer_trtllm'],
+    'moe_runner': ['flashinfer_cutlass', 'flashinfer_trtllm', 'triton'],
     'fp4_gemm': ['flashinfer_cudnn', 'flashinfer_cutlass', 'flashinfer_trtllm'],
 }
 

@@ -21,6 +21,12 @@ allows it: the fused MoE module takes longer to compile than a verification
 may take (more than 28 minutes on 16 cores for SM90), so with jit='cache_only'
 the check runs with FLASHINFER_DISABLE_JIT=1 and a module missing from the
 prebuilt cache is a skip that names it.
+
+sglang's triton MoE runner is checked through sglang's own fused_experts, the
+entry its triton runner calls ('none' -> 'triton' in moe_runner/triton.py),
+under a runtime context published for it the way a scheduler publishes its
+own; sglang is imported only where a triton check applies, and a venv without
+sglang skips them with that reason.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -48,6 +54,8 @@ CHECKS = (
     ('moe.flashinfer_cutlass.fp8', 'flashinfer', (9, 0), ('fp8',), 0.06, True),
     ('moe.flashinfer_cutlass.nvfp4', 'flashinfer', (10, 0), ('nvfp4',), 0.15, True),
     ('moe.flashinfer_trtllm.nvfp4', 'flashinfer', (10, 0), ('nvfp4',), 0.15, True),
+    ('moe.triton.bf16', 'sglang', (8, 0), ('none',), 0.02, False),
+    ('moe.triton.fp8', 'sglang', (8, 9), ('fp8',), 0.06, False),
 )
 # Expert weights beyond this many bytes: the check keeps fewer experts (never
 # fewer than top_k) and says so in the result.
@@ -55,6 +63,10 @@ MOE_MAX_WEIGHT_BYTES = 4 << 30
 FP8_MAX = 448.0
 SEED = 20261204
 NO_MOE = 'the model has no MoE layer'
+# The module of sglang's triton MoE runner (sglang 0.5.23): fused_experts and
+# the kernels' Python side; it imports sgl_kernel's moe_align_block_size and
+# moe_sum_reduce.
+SGLANG_TRITON_MOE = 'sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe'
 
 
 def check_names():
@@ -70,14 +82,18 @@ def applicable(precision):
     return [entry[0] for entry in CHECKS if precision in entry[3]]
 
 
-def _kc():
-    """kernel_checks: the probe's prelude module, or the ordinary import."""
-    module = sys.modules.get('gpufleet_kernel_checks')
+def _helper(name):
+    """A module_utils helper: the probe's prelude module, or the ordinary import."""
+    module = sys.modules.get('gpufleet_' + name)
     if module is None:
         import importlib
 
-        module = importlib.import_module('ansible_collections.gpufleet.inference.plugins.module_utils.kernel_checks')
+        module = importlib.import_module('ansible_collections.gpufleet.inference.plugins.module_utils.' + name)
     return module
+
+
+def _kc():
+    return _helper('kernel_checks')
 
 
 # --- the reference MoE -------------------------------------------------------
@@ -194,15 +210,21 @@ def _cutlass_moe(ctx, args, optional):
     return result if hasattr(result, 'shape') else optional['output']
 
 
-def _moe_bf16(ctx, moe, m):
+def _bf16_experts(ctx, moe, m, key, gate_first, run):
+    """One backend's BF16 MoE: its first weight (the gate and up halves in the backend's order, kept in ctx[key]),
+    run(x, weights, ids, w13, down) -> out, and the reference."""
     torch = ctx['torch']
     gate, up, down = ctx['moe_weights']
     x, weights, ids = _moe_inputs(ctx, moe, m)
+    if key not in ctx:
+        ctx[key] = torch.cat([gate, up] if gate_first else [up, gate], dim=1).contiguous()
+    return run(x, weights, ids, ctx[key], down), reference_moe(torch, x, weights, ids, gate, up, down)
+
+
+def _moe_bf16(ctx, moe, m):
     # flashinfer's fc1 holds the up half first, then the gate half (SwiGLU: silu(gate) * up).
-    if 'fc1' not in ctx:
-        ctx['fc1'] = torch.cat([up, gate], dim=1).contiguous()
-    out = _cutlass_moe(ctx, (x, ids, weights, ctx['fc1'], down, torch.bfloat16, []), _output(ctx, moe, m))
-    return out, reference_moe(torch, x, weights, ids, gate, up, down)
+    return _bf16_experts(ctx, moe, m, 'fc1', False, lambda x, weights, ids, fc1, down: _cutlass_moe(
+        ctx, (x, ids, weights, fc1, down, ctx['torch'].bfloat16, []), _output(ctx, moe, m)))
 
 
 def _fp8_per_expert(torch, weight):
@@ -239,18 +261,149 @@ def _moe_fp8(ctx, moe, m):
     xq, a1 = kc._fp8_quant(torch, x.float())
     x_deq = xq.float() * a1
     ref = reference_moe(torch, x_deq, weights, ids, gate_d, up_d, down_d)
-    # The static scale of fc2's input, calibrated from the reference activation.
+    a2 = _fc2_scale(ctx, x_deq, ids, gate_d, up_d)
+    # per expert [E] for the weights, 0-dim for the activations (the binding checks the ranks)
+    scales = [(w1s * a1).float(), (1.0 / a2).reshape(()).float(), (w2s * a2).float(), a1.reshape(()).float()]
+    out = _cutlass_moe(ctx, (xq, ids, weights, w1, w2, torch.bfloat16, scales), _output(ctx, moe, m))
+    return out, ref
+
+
+def _fc2_scale(ctx, x_deq, ids, gate_d, up_d):
+    """The static per-tensor scale of fc2's input, calibrated from the reference activation."""
+    torch = ctx['torch']
     act_max = 0.0
     for expert in torch.unique(ids).tolist():
         rows, slots = torch.nonzero(ids.long() == expert, as_tuple=True)
         h = x_deq[rows]
         act = torch.nn.functional.silu(h @ gate_d[expert].t()) * (h @ up_d[expert].t())
         act_max = max(act_max, act.abs().max().item())
-    a2 = torch.tensor(max(act_max, 1e-6) / FP8_MAX, dtype=torch.float32, device=ctx['device'])
-    # per expert [E] for the weights, 0-dim for the activations (the binding checks the ranks)
-    scales = [(w1s * a1).float(), (1.0 / a2).reshape(()).float(), (w2s * a2).float(), a1.reshape(()).float()]
-    out = _cutlass_moe(ctx, (xq, ids, weights, w1, w2, torch.bfloat16, scales), _output(ctx, moe, m))
-    return out, ref
+    return torch.tensor(max(act_max, 1e-6) / FP8_MAX, dtype=torch.float32, device=ctx['device'])
+
+
+def sglang_runner(cuda_version=None):
+    """sglang's triton MoE runner as the checks call it: a namespace with
+    fused_experts, MoeRunnerConfig, StandardTopKOutput and context() (the
+    runtime context a scheduler would publish, with --moe-runner-backend
+    triton); None when sglang is not installed; the text of why it did not
+    import otherwise (probe_imports' diagnosis where it has one)."""
+    import importlib
+    import types
+
+    try:
+        from importlib.util import find_spec
+    except ImportError:  # Python 2 has no sglang
+        return None
+    if find_spec('sglang') is None:
+        return None
+    try:
+        fused = importlib.import_module(SGLANG_TRITON_MOE)
+        runner = importlib.import_module('sglang.srt.layers.moe.moe_runner')
+        topk = importlib.import_module('sglang.srt.layers.moe.topk')
+        server_args = importlib.import_module('sglang.srt.server_args')
+        runtime = importlib.import_module('sglang.srt.runtime_context')
+    except Exception as exc:  # pylint: disable=broad-except
+        described = _helper('probe_imports').describe_exception(exc, cuda_version)
+        return described['diagnosis'] or described['error']
+    published = []
+
+    def context():
+        # fused_experts reads the exec and parallel config a server publishes; this
+        # one is made once and entered per call, the process's own left as it was
+        if not published:
+            args = server_args.ServerArgs(model_path='dummy', moe_runner_backend='triton')
+            published.append(runtime.create_context(args, role='scheduler'))
+        return runtime.use_context(published[0])
+    return types.SimpleNamespace(fused_experts=fused.fused_experts, MoeRunnerConfig=runner.MoeRunnerConfig,
+                                 StandardTopKOutput=topk.StandardTopKOutput, context=context)
+
+
+def _sglang_moe(ctx, moe, x, weights, ids, w13, w2, quant):
+    """sglang's fused_experts on x routed by (weights, ids), with serving's
+    config for all experts local (tensor parallel): its output. In place on a
+    copy of x, as the runner's default config does."""
+    torch = ctx['torch']
+    sglang = ctx['modules']['sglang']
+    experts = w13.shape[0]
+    config = sglang.MoeRunnerConfig(num_experts=experts, num_local_experts=experts, hidden_size=moe['hidden'],
+                                    intermediate_size_per_partition=moe['intermediate'], top_k=moe['top_k'],
+                                    params_dtype=torch.bfloat16)
+    # the runner reads the weights and ids; the router's logits are not its input
+    routed = sglang.StandardTopKOutput(weights, ids, None)
+    with sglang.context():
+        return sglang.fused_experts(x.clone(), w13, w2, routed, config, **quant)
+
+
+def _moe_triton_bf16(ctx, moe, m):
+    # sglang's w13 holds the gate half first, then the up half
+    return _bf16_experts(ctx, moe, m, 'w13', True, lambda x, weights, ids, w13, down: _sglang_moe(
+        ctx, moe, x, weights, ids, w13, down.contiguous(), {}))
+
+
+def _fp8_per_block(torch, weight, block):
+    """[E, N, K] bf16 -> (e4m3 [E, N, K], fp32 scales [E, N/bn, K/bk], dequantized fp32) per [bn, bk] block."""
+    experts, n, k = weight.shape
+    bn, bk = block
+    blocks = weight.float().reshape(experts, n // bn, bn, k // bk, bk)
+    scale = (blocks.abs().amax(dim=(2, 4)) / FP8_MAX).clamp(min=1e-12)
+    quant = (blocks / scale[:, :, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    dequant = quant.float() * scale[:, :, None, :, None]
+    return quant.reshape(experts, n, k), scale, dequant.reshape(experts, n, k)
+
+
+def _fp8_groups(torch, x, group):
+    """x dequantized as sglang's per-token-group FP8 quantization leaves it (the block path's activations)."""
+    rows, k = x.shape
+    groups = x.float().reshape(rows, k // group, group)
+    scale = groups.abs().amax(-1, keepdim=True).clamp(min=1e-10) / FP8_MAX
+    quant = (groups / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return (quant.float() * scale).reshape(rows, k)
+
+
+def _block_fits(moe, block):
+    """Why these experts are not whole weight blocks, or None. sglang refuses an
+    intermediate size per GPU that is no multiple of block_n (and, with tensor
+    parallelism, of block_k) when it creates the weights; the check's own
+    quantizer needs whole blocks in every dimension."""
+    sizes = (moe['intermediate'], moe['hidden'])
+    if any(size % edge for size in sizes for edge in block):
+        return ('the experts (intermediate %d, hidden %d per GPU) are not whole FP8 weight blocks %s: sglang '
+                'refuses a partial block' % (sizes + (list(block),)))
+    return None
+
+
+def _moe_triton_fp8(ctx, moe, m):
+    """FP8 through the triton runner: per-tensor (per-expert weight scales, static
+    activation scales) or, for a block-scaled model, the model's weight blocks
+    with the activations quantized per token group inside the runner."""
+    torch = ctx['torch']
+    kc = _kc()
+    block = ctx.get('fp8_block')
+    if block and _block_fits(moe, block):
+        raise kc.Skip(_block_fits(moe, block))
+    if 'triton_fp8' not in ctx:
+        gate, up, down = ctx['moe_weights']
+        w13 = torch.cat([gate, up], dim=1)
+        if block:
+            w1, w1s, deq1 = _fp8_per_block(torch, w13, block)
+            w2, w2s, deq2 = _fp8_per_block(torch, down, block)
+        else:
+            w1, w1s = _fp8_per_expert(torch, w13)
+            w2, w2s = _fp8_per_expert(torch, down)
+            deq1, deq2 = w1.float() * w1s.view(-1, 1, 1), w2.float() * w2s.view(-1, 1, 1)
+        inter = moe['intermediate']
+        ctx['triton_fp8'] = (w1.contiguous(), w1s, w2.contiguous(), w2s, deq1[:, :inter], deq1[:, inter:], deq2)
+    w1, w1s, w2, w2s, gate_d, up_d, down_d = ctx['triton_fp8']
+    x, weights, ids = _moe_inputs(ctx, moe, m)
+    quant = {'use_fp8_w8a8': True, 'w1_scale': w1s, 'w2_scale': w2s}
+    if block:
+        x_deq = _fp8_groups(torch, x, block[1])
+        quant['block_shape'] = list(block)
+    else:
+        xq, a1 = kc._fp8_quant(torch, x.float())
+        x_deq = xq.float() * a1
+        quant.update(a1_scale=a1.reshape(1).float(), a2_scale=_fc2_scale(ctx, x_deq, ids, gate_d, up_d).reshape(1))
+    ref = reference_moe(torch, x_deq, weights, ids, gate_d, up_d, down_d)
+    return _sglang_moe(ctx, moe, x, weights, ids, w1, w2, quant), ref
 
 
 def _no_check(backend_text):
@@ -270,6 +423,8 @@ RUNNERS = {
     'moe.flashinfer_cutlass.fp8': _moe_fp8,
     'moe.flashinfer_cutlass.nvfp4': _no_check('NVFP4 fused MoE (flashinfer cutlass)'),
     'moe.flashinfer_trtllm.nvfp4': _no_check('NVFP4 fused MoE (flashinfer trtllm)'),
+    'moe.triton.bf16': _moe_triton_bf16,
+    'moe.triton.fp8': _moe_triton_fp8,
 }
 
 
@@ -413,7 +568,7 @@ def run_one(torch, name, ctx, shapes, tolerance, autotuned, cache_only):
         # the setup itself broke (out of memory, a sticky CUDA error): a failure of this check
         failures.append(('setup', 'error', kc._error_text(exc), None))
     finally:
-        for key in ('moe_weights', 'fc1', 'fp8'):
+        for key in ('moe_weights', 'fc1', 'fp8', 'w13', 'triton_fp8'):
             ctx.pop(key, None)
     entry['seconds'] = round(time.time() - started, 3)
     entry['relative_error'] = None if entry['nonfinite'] else round(worst, 6)
@@ -449,18 +604,25 @@ def run_checks(torch, modules, devices, shapes, precision, tolerances=None, jit=
     shard shapes; jit: 'cache_only' (a flashinfer module missing from the
     prebuilt cache is a skip) or 'allow'; only: check names to run (None: all
     that apply); fp8_block: the model's FP8 weight block ([n, k]) when its FP8
-    is block-scaled."""
+    is block-scaled. A set missing from modules is resolved here (sglang, by
+    sglang_runner) the first time one of its checks applies to a MoE model."""
     import contextlib
 
     kc = _kc()
     tolerances = tolerances or {}
     results = []
+    modules = dict(modules)
     # the fp32 references in full fp32 (TF32 would blur them)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     for name, set_name, min_cc, precisions, tolerance, autotuned in CHECKS:
         if precision not in precisions or (only is not None and name not in only):
             continue
+        if set_name == 'sglang' and set_name not in modules and shapes.get('moe'):
+            modules[set_name] = sglang_runner(getattr(torch.version, 'cuda', None))
+            # an import may have changed them
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
         tolerance = float(tolerances.get(name, tolerance))
         module = modules.get(set_name)
         for index, device_name, capability in devices:

@@ -6,8 +6,9 @@
 
 validate_options, read_gpus, find_interpreter and validate_checks refuse a run
 before any CUDA work; plan decides what may run on which GPU; probe runs the
-venv's interpreter once and reads its answer; judge lists every mismatch;
-write keeps the serving files of a pass. A step that refuses ends the module
+venv's interpreter once and reads its answer; judge lists every mismatch (and,
+where sglang is installed in the venv, runs it once more to ask the serving
+stack itself: serving_stack); write keeps the serving files of a pass. A step that refuses ends the module
 (fail_json); its failure carries what the steps before it found.
 """
 
@@ -15,10 +16,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import time
 
-from ansible_collections.gpufleet.inference.plugins.module_utils import busy, kernel_checks, model_verify, proof, xid
+from ansible_collections.gpufleet.inference.plugins.module_utils import (
+    backends, busy, kernel_checks, model_verify, probe_imports, proof, sglang_serving, torch_probe, xid)
 from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (
     HEALTH_EXPECT_SPEC,
     ProbeError,
@@ -36,7 +39,7 @@ from ansible_collections.gpufleet.inference.plugins.module_utils.gpu import (
     gather,
     reread_links,
 )
-from ansible_collections.gpufleet.inference.plugins.module_utils.probe_program import probe_argv
+from ansible_collections.gpufleet.inference.plugins.module_utils.probe_program import module_source, probe_argv
 from ansible_collections.gpufleet.inference.plugins.module_utils.venv_link import (
     LinkError,
     missing_target_message,
@@ -276,16 +279,21 @@ def probe_params(params, use, asked, model):
     return sent
 
 
+def probe_environ(params, use):
+    """The environment the venv's interpreter runs under: the caller's, and the idle GPUs only, in nvidia-smi's order."""
+    environ = dict((key, str(value)) for key, value in params['environment'].items())
+    if use['mask'] is not None:
+        environ['CUDA_VISIBLE_DEVICES'] = use['mask']
+    return environ
+
+
 def probe(module, params, python, use, asked, model, facts_out, extra):
     """Run the probe once (probe_program) under the plan's CUDA_VISIBLE_DEVICES and read its answer into
     gpufleet_torch, with nvidia-smi's GPU numbers; a probe without an answer ends the module. Returns the facts
     and the run: rc, err, cmd (the probe's source left out) and sent (its parameters)."""
     sent = probe_params(params, use, asked, model)
     argv = probe_argv(python, sent, isolated=params['isolated'])
-    environ = dict((key, str(value)) for key, value in params['environment'].items())
-    if use['mask'] is not None:
-        # the probe sees the idle GPUs only, in nvidia-smi's order
-        environ['CUDA_VISIBLE_DEVICES'] = use['mask']
+    environ = probe_environ(params, use)
 
     started = time.time()
     rc, out, err = module.run_command(argv, environ_update=environ, errors='replace')
@@ -336,6 +344,93 @@ def judge(module, params, facts, ran, use, model, gpu_facts, extra):
         problem = keep_proof(module, params, extra['link'], facts, gpu_facts)
         if problem:
             mismatches.append(problem)
+    mismatches.extend(serving_stack(module, params, facts, ran, use, model))
+    return mismatches
+
+
+def sglang_argv(python, sent, isolated=True):
+    """sglang_serving's program: probe_imports and torch_probe built as the probe's prelude builds its helpers
+    (gpufleet_<name>), then sglang_serving.main()."""
+    lines = ['import sys as _gpufleet_sys, types as _gpufleet_types']
+    for helper in (probe_imports, torch_probe, sglang_serving):
+        name = 'gpufleet_' + helper.__name__.rsplit('.', 1)[-1]
+        lines.append('_gpufleet_sys.modules[%r] = _gpufleet_types.ModuleType(%r)' % (name, name))
+        lines.append('exec(compile(%r, %r, "exec"), _gpufleet_sys.modules[%r].__dict__)'
+                     % (module_source(helper), os.path.basename(helper.__file__), name))
+    lines.append('_gpufleet_sys.modules["gpufleet_sglang_serving"].main()')
+    return [python] + (['-I'] if isolated else []) + ['-c', '\n'.join(lines), json.dumps(sent, sort_keys=True)]
+
+
+def _sglang_sent(params, facts, use, model):
+    """sglang_serving's parameters: the flags to parse once they were selected, the auto question where the GPUs
+    were worked for the model."""
+    sent = dict(imports=list(sglang_serving.SERVER_IMPORTS), timeout=params['timeout'], flags=None, auto=False)
+    chosen = facts.get('backends')
+    if model is None or chosen is None:
+        return sent
+    version = params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION
+    if chosen.get('status') == 'selected':
+        sent.update(flags=dict(chosen.get('flags') or {}), families=backends.families_of(version))
+    if use['numeric'] and chosen.get('status') != 'skipped':
+        sent.update(auto=True, precision=model['precision'], moe=model['shapes'].get('moe'),
+                    fp8_block=model['profile']['quantization'].get('block'))
+    return sent
+
+
+def _sglang_answer(rc, out):
+    """The program's JSON answer, or {'error': why there is none}."""
+    lines = (out or '').strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        return {'error': 'expected a JSON answer, found rc %s and %r' % (rc, (out or '')[-200:])}
+    return answer
+
+
+def serving_stack(module, params, facts, ran, use, model):
+    """Where sglang is installed in the venv: its server's imports, the selected flags through its own argument
+    parser and what its auto would run for the model's experts (sglang_serving), as facts['sglang'] and, beside
+    the qualification, facts['backends']['flags_check'] and ['sglang_auto']; the mismatches. Elsewhere the flags
+    are said not checked."""
+    python = ran['cmd'][0]
+    chosen = facts.get('backends')
+    if not facts.get('torch_importable') or not sglang_serving.installed(python, facts.get('packages')):
+        if chosen is not None:
+            chosen.update(flags_check=sglang_serving.NOT_INSTALLED, sglang_auto_how=sglang_serving.NOT_INSTALLED,
+                          sglang_auto=dict((gpu, sglang_serving.UNKNOWN) for gpu in chosen.get('qualification') or {}))
+        return []
+    sent = _sglang_sent(params, facts, use, model)
+    rc, out, dummy = module.run_command(sglang_argv(python, sent, isolated=params['isolated']),
+                                        environ_update=probe_environ(params, use), errors='replace')
+    answer = _sglang_answer(rc, out)
+    facts['sglang'] = dict((key, value) for key, value in answer.items() if key != 'imports')
+    if answer.get('error'):
+        return ['sglang: expected the serving stack to answer, found %s' % answer['error']]
+    entries = answer.get('imports') or {}
+    facts['imports'].update(entries)
+    symbols = sorted(set(entry['undefined_symbol'] for entry in entries.values() if entry.get('undefined_symbol')))
+    diagnose_undefined_symbols(dict(facts, imports=entries), demangle(module, symbols))
+    conflicts = ''.join('; %s' % conflict for conflict in answer.get('pin_conflicts') or [])
+    mismatches = ['sglang: expected %s to import (the server imports it at start), found %s%s'
+                  % (name, entry.get('diagnosis') or entry.get('error'), conflicts)
+                  for name, entry in sorted(entries.items()) if not entry.get('ok')]
+    if chosen is None:
+        return mismatches
+    check = answer.get('flags_check')
+    if check is None:
+        chosen['flags_check'] = 'not checked: %s' % ('no flags selected' if sent['flags'] is None else 'sglang did not import')
+    elif check['status'] == 'ok':
+        chosen['flags_check'] = 'ok: sglang %s\'s argument parser took %r' % (answer.get('version'), ' '.join(check['argv']))
+    else:
+        chosen['flags_check'] = 'failed: %s' % check['reason']
+        mismatches.append('backends: expected sglang %s\'s argument parser to take %r, found %s'
+                          % (answer.get('version'), ' '.join(check['argv'] or []), check['reason']))
+    auto = answer.get('auto') or {}
+    chosen['sglang_auto_how'] = auto.get('how') or auto.get('reason') or 'not asked: no GPU was worked for the model'
+    chosen['sglang_auto'] = dict((gpu, auto.get('moe_runner') if gpu == auto.get('gpu') else sglang_serving.UNKNOWN)
+                                 for gpu in chosen.get('qualification') or {})
     return mismatches
 
 

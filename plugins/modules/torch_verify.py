@@ -356,8 +356,10 @@ options:
         too). Empty - no model checks.
       - With a model, the model checks run on every idle GPU - the GEMMs of its layers (qkv, o, gate_up, down) at the
         per-GPU shard shapes of O(tp_size) in the model's precision, M over 1, 7, 127, 128, 129, 1024 and 2001, and
-        one MoE layer with a router's top-k through each fused MoE backend the GPU supports, M over 1, 7, 128, 129
-        and 1024, autotuned backends with flashinfer's autotuner off and on, each against fp32 of the same inputs - and each
+        one MoE layer with a router's top-k through each fused MoE backend the GPU supports (flashinfer's, and sglang's
+        triton runner where sglang is installed in the venv - BF16, per-tensor FP8 or the model's FP8 blocks), M over
+        1, 7, 128, 129 and 1024, autotuned backends with flashinfer's autotuner off and on, each against fp32 of the
+        same inputs - and each
         serving backend is qualified per GPU model; RV(ansible_facts.gpufleet_torch.backends) carries the sglang
         flags that follow.
     type: str
@@ -383,7 +385,7 @@ options:
       - Per backend family (V(moe_runner), V(fp4_gemm), V(fp8_gemm)), the sglang backend names in the order they are
         preferred; the first that qualified on every GPU model of the host is the flag. Names are sglang's choices
         for O(sglang_version). Families not given keep the collection's order (moe_runner - flashinfer_cutlass,
-        flashinfer_trtllm; fp4_gemm - flashinfer_cudnn, flashinfer_cutlass, flashinfer_trtllm).
+        flashinfer_trtllm, triton; fp4_gemm - flashinfer_cudnn, flashinfer_cutlass, flashinfer_trtllm).
     type: dict
     default: {}
   backend_required:
@@ -566,9 +568,27 @@ ansible_facts:
               GPU was worked), C(qualification) (per GPU model, family and backend - qualified, failed or skipped, with
               the reason), C(flags) (family -> backend), C(args) (the sglang command-line flags), C(env) (an environment
               file with C(SGLANG_ARGS)), C(problems), C(sglang_version) and C(source).
+            - C(flags_check) - the flags through the installed sglang's own argument parser (what C(sglang serve)
+              parses with; nothing is started) - V(ok) or V(failed) with what it said (a failure is a mismatch and keeps the
+              serving files of the last pass), or V(not checked) with why - V(sglang not installed) where the venv has
+              no sglang.
+            - C(sglang_auto) - per GPU model, the moe_runner backend sglang's C(--moe-runner-backend auto) would run
+              for the model's experts there (C(unknown) where sglang could not be asked), and C(sglang_auto_how) - how
+              it was asked (ServerArgs resolved without the model's files, then the MoE quantization method's runner)
+              or why not.
           returned: with O(model)
           type: dict
           sample: {status: selected, flags: {moe_runner: flashinfer_cutlass}, args: "--moe-runner-backend flashinfer_cutlass"}
+        sglang:
+          description:
+            - Where sglang is installed in the venv, what it answered when run once more after the probe - C(version),
+              C(flags_check) (C(status), C(reason), C(argv)), C(auto) (C(gpu), C(moe_runner), C(how) or C(reason)),
+              C(pin_conflicts) (the torch pins of sglang, sglang-kernel and flashinfer-python the installed torch breaks,
+              when an import failed) or C(error). Its server's imports (C(sglang), C(sglang.launch_server),
+              C(sglang.srt.entrypoints.http_server)) are added to RV(ansible_facts.gpufleet_torch.imports); one that
+              fails is a mismatch.
+          returned: when sglang is installed in the venv
+          type: dict
         python_executable:
           description: C(sys.executable) of the interpreter.
           type: str
@@ -690,7 +710,9 @@ ansible_facts:
           type: str
           sample: "13.0.88"
         imports:
-          description: One entry per module of O(imports) and O(expect.imports), by name.
+          description:
+            - One entry per module of O(imports) and O(expect.imports), by name; where sglang is installed in the venv,
+              also its server's imports (RV(ansible_facts.gpufleet_torch.sglang)).
           type: dict
           sample:
             sgl_kernel:

@@ -3,7 +3,8 @@
 and the MoE check through fake flashinfer fused MoE ops that are right, take
 the gate/up halves in the wrong order, give NaN in a few rows only from
 M=129, are wrong only with the autotuner on, or are missing from the prebuilt
-JIT cache. The engine runs on CPU tensors here (a GPU runs it on the H200:
+JIT cache; and through a fake of sglang's triton runner (BF16, per-tensor and
+block FP8) that is right, swapped or NaN from M=129. The engine runs on CPU tensors here (a GPU runs it on the H200:
 evidence)."""
 import json
 import os
@@ -114,6 +115,41 @@ ENGINE = textwrap.dedent("""\
     out['gemm'] = mc.run_one(torch, 'model.gemm.bf16', ctx, shapes, 0.01, False, True)
     # on a host without a GPU every model check is a skip that says why
     out['cpu'] = mc.run_checks(torch, {'torch': torch, 'flashinfer': None}, [('cpu', 'cpu', None)], shapes, 'none')
+
+    # sglang's triton runner (fused_experts with a runner config and a top-k output, w13 gate half first) faked
+    # on CPU tensors: right, gate/up swapped, NaN in a few rows from M=129; BF16, per-tensor FP8, FP8 blocks
+    def triton(kind):
+        def fused_experts(hidden_states, w1, w2, topk_output, moe_runner_config, use_fp8_w8a8=False, w1_scale=None,
+                          w2_scale=None, a1_scale=None, a2_scale=None, block_shape=None):
+            weights, ids, dummy = topk_output
+            inter = w1.shape[1] // 2
+            x, g1, g2 = hidden_states, w1, w2
+            if use_fp8_w8a8 and block_shape:
+                bn, bk = block_shape
+                g1 = w1.float() * w1_scale.repeat_interleave(bn, 1).repeat_interleave(bk, 2)
+                g2 = w2.float() * w2_scale.repeat_interleave(bn, 1).repeat_interleave(bk, 2)
+                x = mc._fp8_groups(torch, hidden_states, bk)
+            elif use_fp8_w8a8:
+                assert a1_scale.shape == (1,) and w1_scale.shape == (w1.shape[0],), (a1_scale.shape, w1_scale.shape)
+                g1, g2 = w1.float() * w1_scale.view(-1, 1, 1), w2.float() * w2_scale.view(-1, 1, 1)
+                x = (hidden_states.float() / a1_scale).to(torch.float8_e4m3fn).float() * a1_scale
+            gate, up = (g1[:, inter:], g1[:, :inter]) if kind == 'swapped' else (g1[:, :inter], g1[:, inter:])
+            result = mc.reference_moe(torch, x, weights, ids, gate, up, g2)
+            if kind == 'nan_from_129' and hidden_states.shape[0] >= 129:
+                result[3:5] = float('nan')
+            hidden_states.copy_(result.to(hidden_states.dtype))
+            return hidden_states
+        return types.SimpleNamespace(fused_experts=fused_experts, MoeRunnerConfig=lambda **kw: kw,
+                                     StandardTopKOutput=lambda *a: a, context=contextlib.nullcontext)
+    for kind in ('right', 'swapped', 'nan_from_129'):
+        for check, block in (('moe.triton.bf16', None), ('moe.triton.fp8', None), ('moe.triton.fp8', [32, 32])):
+            generator = torch.Generator(device='cpu')
+            generator.manual_seed(mc.SEED)
+            ctx = {'torch': torch, 'generator': generator, 'device': torch.device('cpu'), 'index': 'cpu',
+                   'device_name': 'cpu', 'capability': (9, 0), 'modules': {'sglang': triton(kind), 'torch': torch},
+                   'fp8_block': block}
+            entry = mc.run_one(torch, check, ctx, shapes, mc.default_tolerances()[check], False, True)
+            out['triton %s %s %s' % (kind, check, block)] = entry
     print(json.dumps(out))
     """)
 
@@ -176,4 +212,14 @@ def test_reference_router_and_each_wrong_backend(torch_cpu_venv):
 
     assert [(e["check"], e["status"], e["reason"]) for e in out["cpu"]] == [
         ("model.gemm.bf16", "skipped", "no CUDA device"),
-        ("moe.flashinfer_cutlass.bf16", "skipped", "flashinfer is not installed")]
+        ("moe.flashinfer_cutlass.bf16", "skipped", "flashinfer is not installed"),
+        ("moe.triton.bf16", "skipped", "sglang is not installed")]
+
+    for check in ("moe.triton.bf16 None", "moe.triton.fp8 None", "moe.triton.fp8 [32, 32]"):
+        right = out["triton right %s" % check]
+        assert right["status"] == "ok" and right["autotune"] == ["off"], right
+        assert 0 < right["relative_error"] < right["tolerance"], right
+        swapped = out["triton swapped %s" % check]
+        assert swapped["status"] == "failed" and swapped["reason"].startswith("relative error"), swapped
+        nan = out["triton nan_from_129 %s" % check]
+        assert nan["status"] == "failed" and nan["failed_sizes"] == ["moe, M=129", "moe, M=1024"], nan

@@ -77,8 +77,9 @@ def read_smoke(torch):
 def read_model(torch):
     """The served model and its serving backends (torch_verify's model, model_checks
     and backends), or None without a model: name, tp, precision, status, flags,
-    args, problems, per GPU model and family the backends' verdicts, and the
-    model checks that did not pass."""
+    args, problems, per GPU model and family the backends' verdicts, the flags'
+    check by sglang's parser and what sglang's auto would run, and the model
+    checks that did not pass."""
     model = (torch or {}).get("model")
     if not isinstance(model, dict):
         return None
@@ -95,6 +96,9 @@ def read_model(torch):
         "status": backends.get("status"), "reason": backends.get("reason"),
         "flags": dict(backends.get("flags") or {}), "args": backends.get("args"),
         "problems": list(backends.get("problems") or []), "verdicts": verdicts,
+        # the flags through the installed sglang's parser, and what its auto would run per GPU model
+        "flags_check": backends.get("flags_check"), "sglang_auto": dict(backends.get("sglang_auto") or {}),
+        "sglang_auto_how": backends.get("sglang_auto_how"),
         "checks_ok": sum(1 for c in checks if c.get("status") == "ok"),
         "not_passed": [{"check": c.get("check"), "device": c.get("device"), "status": c.get("status"),
                         "reason": c.get("reason")} for c in checks if c.get("status") != "ok"],

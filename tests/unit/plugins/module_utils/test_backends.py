@@ -154,7 +154,7 @@ def test_made_wrong_on_purpose_with_no_alternative_is_a_problem_naming_both():
     assert 'moe_runner' not in selection['flags']
     assert selection['problems'] == [
         'no moe_runner backend qualified on NVIDIA H200: tried flashinfer_cutlass (failed: moe.flashinfer_cutlass.nvfp4 on GPU 0: NaN),'
-        ' flashinfer_trtllm (skipped: needs compute capability 10.0)']
+        ' flashinfer_trtllm (skipped: needs compute capability 10.0), triton (not checked)']
 
 
 def test_a_backend_without_results_is_named_not_checked():

@@ -89,8 +89,8 @@ def test_a_malformed_config_on_the_host_is_refused(tmp_path):
 
 
 def test_the_catalogue_per_precision():
-    assert mc.applicable('none') == ['model.gemm.bf16', 'moe.flashinfer_cutlass.bf16']
-    assert mc.applicable('fp8') == ['model.gemm.fp8', 'moe.flashinfer_cutlass.fp8']
+    assert mc.applicable('none') == ['model.gemm.bf16', 'moe.flashinfer_cutlass.bf16', 'moe.triton.bf16']
+    assert mc.applicable('fp8') == ['model.gemm.fp8', 'moe.flashinfer_cutlass.fp8', 'moe.triton.fp8']
     assert mc.applicable('nvfp4') == ['model.mm_fp4.cudnn', 'model.mm_fp4.cutlass', 'model.mm_fp4.trtllm',
                                       'moe.flashinfer_cutlass.nvfp4', 'moe.flashinfer_trtllm.nvfp4']
     # the sweep reaches both sides of the 128-row tiles and the reported M=2001
@@ -169,7 +169,7 @@ def test_no_families_means_gemm_checks_without_flags():
     model, dummy = mv.resolve(params(model='mixtral-8x7b'))
     assert mv.judge(model, facts, params(), True) == [
         'backends: no moe_runner backend qualified on NVIDIA H200: tried flashinfer_cutlass (skipped: compute '
-        'capability 8.0 < 9.0), flashinfer_trtllm (not checked)']
+        'capability 8.0 < 9.0), flashinfer_trtllm (not checked), triton (not checked)']
 
 
 def test_the_verdicts_kept_in_the_serving_record_carry_no_reasons():

@@ -151,3 +151,40 @@ def test_a_serving_name_that_is_not_a_file_name_is_refused(tmp_path, monkeypatch
     result, active = _serving_case(tmp_path, monkeypatch, probe=False, serving_name=name)
     assert result['failed'] and result['msg'].startswith('serving_name: expected a file name without "/"')
     assert os.listdir(active) == ['bin']
+
+
+# sglang in the venv: run once more after the probe, its answer judged before the serving files are written.
+
+def test_flags_the_installed_sglang_refuses_are_never_written(tmp_path, monkeypatch):
+    from ansible_collections.gpufleet.inference.plugins.module_utils import model_verify, sglang_serving
+
+    def judge(model, facts, params, numeric):
+        facts['model'] = {'name': 'qwen3-30b-a3b', 'precision': 'none', 'tp': 1, 'shapes': {}, 'families': []}
+        facts['backends'] = {'status': 'selected', 'flags': {'moe_runner': 'triton'}, 'args': '--moe-runner-backend triton',
+                             'env': 'SGLANG_ARGS=""\n', 'verdicts': {}, 'qualification': {}, 'sglang_version': '0.5.23',
+                             'source': 'x'}
+        return []
+
+    monkeypatch.setattr(model_verify, 'judge', judge)
+    active = _venv(str(tmp_path / 'ml-env-b'))
+    site = os.path.join(active, 'lib', 'python3.12', 'site-packages', 'sglang')
+    os.makedirs(site)
+    open(os.path.join(site, '__init__.py'), 'w').close()
+    os.symlink(active, str(tmp_path / 'ml-env'))
+    entries = dict((name, {'ok': True, 'version': '0.5.23', 'error': None}) for name in sglang_serving.SERVER_IMPORTS)
+    answer = {'imports': entries, 'version': '0.5.23', 'auto': None,
+              'flags_check': {'status': 'failed', 'reason': "argument --moe-runner-backend: invalid choice: 'triton'",
+                              'argv': ['--moe-runner-backend', 'triton']}}
+    python = [active + '/bin/python', '-I', '-c']
+    case = _link_case({'link': str(tmp_path / 'ml-env'), 'model': 'qwen3-30b-a3b', 'serving_name': 'gpufleet-serving'},
+                      [{'command_startswith': python, 'out_fixture': 'probe-cpu-torch-2.13.0.json'},
+                       {'command_startswith': python, 'out': json.dumps(answer)}])
+    result, calls = run_case(torch_verify.main, case, monkeypatch)
+    assert result['failed'] and 'serving_files' not in result and sorted(os.listdir(active)) == ['bin', 'lib']
+    assert result['mismatches'] == ["backends: expected sglang 0.5.23's argument parser to take '--moe-runner-backend "
+                                    "triton', found argument --moe-runner-backend: invalid choice: 'triton'"]
+    torch = result['ansible_facts']['gpufleet_torch']
+    assert torch['imports']['sglang.srt.entrypoints.http_server']['ok'] and torch['sglang']['version'] == '0.5.23'
+    assert torch['backends']['flags_check'].startswith('failed: ')
+    # the program the second call ran is sglang_serving's, never the probe's
+    assert 'gpufleet_sglang_serving' in calls[1][0][3] and 'gpufleet_sglang_serving' not in calls[0][0][3]
