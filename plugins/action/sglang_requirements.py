@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from packaging.utils import canonicalize_name
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import sglang_pins, sglang_source
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.sglang_pins import canonicalize_name
 
 ARGUMENT_SPEC = {
     "version": {"type": "str", "required": True},

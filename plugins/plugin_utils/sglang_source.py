@@ -38,11 +38,11 @@ from html.parser import HTMLParser
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 from urllib.request import Request, url2pathname, urlopen
 
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-
 from ansible_collections.gpufleet.inference.plugins.module_utils.flashinfer_aot import sha256_file
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import sglang_pins
+# PEP 440 through sglang_pins, which imports packaging guarded (ansible-test's import check runs without it)
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.sglang_pins import (
+    InvalidVersion, Version, canonicalize_name)
 
 PROJECT = "sglang"
 # The hosts' Pythons, most wanted first: the metadata is one per release, the
