@@ -362,7 +362,7 @@ ROOT_MODULES = {"apt": "system packages", "package": "system packages"}
 OPERATOR_ROOT_TASKS = {
     "roles/fleet/tasks/hook.yml: Serving | Run the hook command as root ({{ fleet_hook_action }})":
         "the drain/return hook (gpufleet_drain_hook, a scheduler's admin command), only with gpufleet_hook_become",
-    "roles/verify/tasks/host.yml: Verify | Read the Xid errors of the kernel log as root":
+    "roles/verify/tasks/xid_root.yml: Verify | Read the Xid errors of the kernel log as root":
         "the kernel log where only root may read it (read-only gpu_facts xid: true), only with gpufleet_xid: become",
 }
 # Action plugins that escalate for one module run of their own (they set a

@@ -283,18 +283,21 @@ def test_xid_become_on_a_host_without_gpus():
 
 
 def test_the_roles_xid_read_as_root_is_a_become_task_of_its_own_before_the_verification():
-    """Only a host that asks (verify_xid: become) runs it; what it registers
-    is the action's xid_root."""
-    with open(os.path.join(verify_host.ROOT, "roles", "verify", "tasks", "host.yml"), encoding="utf-8") as f:
+    """Only a host that asks (verify_xid: become) runs it: a role call of its
+    own whose meta task ends it for every other host, with no worker; what it
+    registers is the action's xid_root."""
+    tasks_dir = os.path.join(verify_host.ROOT, "roles", "verify", "tasks")
+    with open(os.path.join(tasks_dir, "host.yml"), encoding="utf-8") as f:
         tasks = yaml.safe_load(f)
-    modules = [next(k for k in t if k.startswith("gpufleet.inference.")) for t in tasks]
-    assert modules == ["gpufleet.inference.gpu_facts", "gpufleet.inference.verify_host"]
-    read = tasks[0]
+    assert tasks[0]["ansible.builtin.import_role"] == {"name": "gpufleet.inference.verify", "tasks_from": "xid_root"}
+    assert tasks[1]["gpufleet.inference.verify_host"]["role_inputs"] is True and len(tasks) == 2
+    with open(os.path.join(tasks_dir, "xid_root.yml"), encoding="utf-8") as f:
+        end, read = yaml.safe_load(f)
+    assert end["ansible.builtin.meta"] == "end_role" and end["when"] == "verify_xid != 'become'"
     assert read["gpufleet.inference.gpu_facts"] == {"xid": True}
-    assert read["become"] is True and read["when"] == "verify_xid == 'become'"
+    assert read["become"] is True and "when" not in read
     assert read["register"] == verify_host.XID_ROOT
     assert read["ignore_errors"] is True and read["ignore_unreachable"] is True
-    assert tasks[1]["gpufleet.inference.verify_host"]["role_inputs"] is True
 
 
 def test_the_task_is_changed_only_where_the_module_wrote_the_serving_flags():
