@@ -23,6 +23,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import sglang_pins, sglang_source
+from ansible_collections.gpufleet.inference.plugins.plugin_utils.sglang_plan import TORCH_FAMILY
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.sglang_pins import canonicalize_name
 
 ARGUMENT_SPEC = {
@@ -42,6 +43,20 @@ ARGUMENT_SPEC = {
     "timeout": {"type": "int", "default": sglang_source.TIMEOUT},
 }
 WAY_OUT = "nothing was changed (gpufleet_sglang_enabled: false deploys the stack without sglang)"
+def unpinned_torch(metadata, pins, pythons):
+    """Messages for the torch packages the release requires and the stack does not pin: the torch stage
+    alone installs them (its constraints file keeps them)."""
+    wanted = sglang_pins.applicable(metadata, pythons)
+    pinned = set(canonicalize_name(p["name"]) for p in pins)
+    messages = []
+    for name in TORCH_FAMILY:
+        if name in wanted and name not in pinned:
+            messages.append("%s %s requires %s; the torch stage pins no %s (torch_nightly_packages): add it, with "
+                            "the %s built for the torch you pin in torch_nightly_versions.%s, so that it is installed "
+                            "and kept with torch, not added by sglang's install"
+                            % (metadata["name"], metadata["version"], "; ".join(r["text"] for r in wanted[name]),
+                               name, name, name))
+    return messages
 
 
 def judge(metadata, args):
@@ -51,6 +66,8 @@ def judge(metadata, args):
         kernel_package=args["kernel_package"] or None, kernel_version=args["kernel_version"] or None,
         flashinfer_versions=args["flashinfer_versions"], flashinfer_packages=args["flashinfer_packages"])
     messages = sglang_pins.pin_errors(metadata, pins, tuple(args["pythons"]))
+    if args["torch"]:
+        messages += unpinned_torch(metadata, pins, tuple(args["pythons"]))
     declared = sglang_source.declared_extras(metadata)
     unknown = [extra for extra in args["extras"] if canonicalize_name(extra) not in declared]
     if unknown:

@@ -8,11 +8,13 @@ these). Pure functions, no I/O.
 
 The install runs with the installed versions of the guarded packages
 (torch's family, flashinfer, the kernel) as constraints, so uv cannot
-resolve another version of one; what it still could do is reinstall one or
-add a package that brings the same import under another name (sgl-kernel,
-renamed sglang-kernel at 0.4.0: both install sgl_kernel, and the second
-would overwrite the first's files). The plan is refused for either before
-anything is installed.
+resolve another version of one; what it still could do is reinstall one,
+add a torch package the torch stage does not pin (the next walk of the
+chain would find the venv holding more than its pins), or add a package that
+brings the same import under another name (sgl-kernel, renamed
+sglang-kernel at 0.4.0: both install sgl_kernel, and the second would
+overwrite the first's files). The plan is refused for each before anything
+is installed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import json
 
 from ansible_collections.gpufleet.inference.plugins.module_utils.freeze import canonical_name
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.sglang_pins import RENAMED
+
+# The torch stage's packages: it alone installs them.
+TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
 
 def uv_list_parse(text):
@@ -58,6 +63,9 @@ def sglang_plan_errors(changes, held, guarded):
         elif name in remove:
             errors.append("%s %s would be removed" % (name, held[name]))
     for name in sorted(set(install) & guarded - set(held)):
+        if name in TORCH_FAMILY:
+            errors.append("%s %s would be added, which the torch stage does not pin: add it to torch_nightly_packages "
+                          "with its version in torch_nightly_versions.%s" % (name, install[name], name))
         for twin in _twins(name):
             if twin in held:
                 rename = RENAMED.get(name) or RENAMED[twin]

@@ -58,7 +58,8 @@ def test_the_stack_sglang_requires_passes_and_says_what_was_compared(wheelhouse)
 
 
 def test_each_contradiction_is_named_with_both_sides_and_nothing_changed(wheelhouse):
-    res = judge(dict(wheelhouse, torch={"torch": "2.13.0+cpu", "torchaudio": "2.11.0"}, flashinfer_version="0.7.2.post1",
+    res = judge(dict(wheelhouse, torch={"torch": "2.13.0+cpu", "torchvision": "0.29.1", "torchaudio": "2.11.0"},
+                     flashinfer_version="0.7.2.post1",
                      flashinfer_packages=["flashinfer-python"], kernel_package="sgl-kernel", kernel_version="0.3.21"))
     assert res["failed"] is True
     assert len(res["problems"]) == 3
@@ -77,8 +78,18 @@ def test_per_package_flashinfer_versions_name_their_variable(wheelhouse):
 
 
 def test_stages_that_do_not_run_pin_nothing(wheelhouse):
-    res = judge(dict(wheelhouse, torch={"torch": "2.14.1"}))
-    assert res["problems"] == [] and res["pins"] == {"torch": "2.14.1"}
+    res = judge(dict(wheelhouse, torch=STACK["torch"]))
+    assert res["problems"] == [] and res["pins"] == STACK["torch"]
+
+
+def test_a_torch_package_sglang_requires_must_be_the_torch_stages(wheelhouse):
+    res = judge(dict(wheelhouse, **dict(STACK, torch={"torch": "2.14.1", "torchaudio": "2.11.0"})))
+    assert res["problems"] == [
+        "sglang 0.5.23 requires torchvision; the torch stage pins no torchvision (torch_nightly_packages): add it, "
+        "with the torchvision built for the torch you pin in torch_nightly_versions.torchvision, so that it is "
+        "installed and kept with torch, not added by sglang's install"]
+    # without the torch stage's pins (the role on its own) nothing is said of them
+    assert judge(dict(wheelhouse, **dict(STACK, torch={})))["problems"] == []
 
 
 def test_a_python_the_release_does_not_take_is_refused(wheelhouse):

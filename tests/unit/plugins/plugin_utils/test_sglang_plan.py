@@ -28,10 +28,18 @@ def test_the_list_gives_every_distribution_a_file_install_too():
 
 
 def test_a_plan_that_only_adds_may_run():
-    changes = plan(" + sglang==0.5.23\n + transformers==5.19.0\n + torchvision==0.29.2\n")
-    # torchvision is guarded but was not there: sglang may bring it, under torch's constraint
-    assert sglang_plan_errors(changes, HELD, GUARDED) == []
+    changes = plan(" + sglang==0.5.23\n + transformers==5.19.0\n + sglang-kernel==0.4.10\n")
+    # the kernel is guarded but was not there (no kernel stage): sglang may bring it
+    held = dict((name, version) for name, version in HELD.items() if name != "sglang-kernel")
+    assert sglang_plan_errors(changes, held, GUARDED) == []
     assert sglang_plan_errors(plan("Would make no changes\n"), HELD, GUARDED) == []
+
+
+def test_a_torch_package_the_torch_stage_does_not_pin_may_not_be_added():
+    changes = plan(" + sglang==0.5.23\n + torchvision==0.29.2\n")
+    assert sglang_plan_errors(changes, HELD, GUARDED) == [
+        "torchvision 0.29.2 would be added, which the torch stage does not pin: add it to torch_nightly_packages with "
+        "its version in torch_nightly_versions.torchvision"]
 
 
 @pytest.mark.parametrize("text, message", [
