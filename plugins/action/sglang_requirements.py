@@ -42,7 +42,10 @@ ARGUMENT_SPEC = {
     "kernel_version": {"type": "str"},
     "timeout": {"type": "int", "default": sglang_source.TIMEOUT},
 }
+
 WAY_OUT = "nothing was changed (gpufleet_sglang_enabled: false deploys the stack without sglang)"
+
+
 def unpinned_torch(metadata, pins, pythons):
     """Messages for the torch packages the release requires and the stack does not pin: the torch stage
     alone installs them (its constraints file keeps them)."""

@@ -69,7 +69,7 @@ options:
     elements: str
     default: ["3.11", "3.12"]
   torch:
-    description: The torch packages' pins, C({name: version}) (the torch_nightly role's C(torch_nightly_pins)).
+    description: "The torch packages' pins, C({name: version}) (the torch_nightly role's C(torch_nightly_pins))."
     type: dict
     default: {}
   flashinfer_version:
@@ -139,12 +139,12 @@ requires_python:
   type: str
   sample: ">=3.11"
 requirements:
-  description: What the release requires of the distributions the stack pins, C({name: [requirement]}).
+  description: "What the release requires of the distributions the stack pins, C({name: [requirement]})."
   returned: success
   type: dict
   sample: {torch: ["torch==2.14.1"], sglang-kernel: ["sglang-kernel==0.4.10"]}
 pins:
-  description: The stack's pins compared, C({name: version}).
+  description: "The stack's pins compared, C({name: version})."
   returned: success
   type: dict
   sample: {torch: "2.14.1", torchaudio: "2.11.0", flashinfer-python: "0.7.2", sglang-kernel: "0.4.10"}

@@ -36,7 +36,9 @@ import shutil
 import tempfile
 from html.parser import HTMLParser
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
-from urllib.request import Request, url2pathname, urlopen
+from urllib.request import url2pathname
+
+from ansible.module_utils.urls import ConnectionError as UrlConnectionError, open_url
 
 from ansible_collections.gpufleet.inference.plugins.module_utils.flashinfer_aot import sha256_file
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import sglang_pins
@@ -147,7 +149,7 @@ def split_credentials(url):
     if "@" not in parts.netloc:
         return url, {}
     userinfo, host = parts.netloc.rsplit("@", 1)
-    login, _, password = userinfo.partition(":")
+    login, dummy, password = userinfo.partition(":")
     token = base64.b64encode(("%s:%s" % (unquote(login), unquote(password))).encode("utf-8")).decode("ascii")
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), {
         "Authorization": "Basic " + token}
@@ -168,8 +170,8 @@ class _Links(HTMLParser):
         href = attrs.get("href")
         if not href:
             return
-        url, _, fragment = urljoin(self.page_url, href).partition("#")
-        algorithm, _, digest = fragment.partition("=")
+        url, dummy, fragment = urljoin(self.page_url, href).partition("#")
+        algorithm, dummy, digest = fragment.partition("=")
         entry = {
             "filename": unquote(os.path.basename(urlsplit(url).path)),
             "url": url,
@@ -179,7 +181,7 @@ class _Links(HTMLParser):
             entry["requires-python"] = attrs["data-requires-python"]
         metadata = attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata")
         if metadata:
-            algorithm, _, digest = metadata.partition("=")
+            algorithm, dummy, digest = metadata.partition("=")
             entry["core-metadata"] = {algorithm: digest} if digest else True
         self.files.append(entry)
 
@@ -207,7 +209,7 @@ def _open(url, headers, timeout):
         path = url2pathname(urlsplit(url).path)
         if os.path.isdir(path):
             url = "file://" + os.path.join(path, "index.html")
-    return urlopen(Request(url, headers=headers), timeout=timeout)  # noqa: S310 - the operator's index URLs
+    return open_url(url, headers=headers, timeout=timeout)
 
 
 def project_files(index_url, timeout=TIMEOUT):
@@ -252,7 +254,7 @@ def fetch(cache_dir, version, index_urls, sha256=None, timeout=TIMEOUT):
         label = split_credentials(index_url)[0]
         try:
             files, headers = project_files(index_url, timeout)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, UrlConnectionError) as exc:
             looked.append("%s (%s)" % (label, exc))
             continue
         entry = choose(files, version, sha256)
@@ -263,7 +265,7 @@ def fetch(cache_dir, version, index_urls, sha256=None, timeout=TIMEOUT):
         return _fetch_entry(cache_dir, entry, headers, sha256, timeout)
     raise SourceError("sglang %s: no index had it: %s. Set sglang_version to a release the indexes serve%s, or give "
                       "sglang_wheelhouse" % (version, "; ".join(looked) or "no index URL",
-                                              " and sglang_wheel_sha256 to its wheel's sha256" if sha256 else ""))
+                                             " and sglang_wheel_sha256 to its wheel's sha256" if sha256 else ""))
 
 
 def _fetch_entry(cache_dir, entry, headers, sha256, timeout):

@@ -368,8 +368,8 @@ def test_the_whole_chain_again_keeps_the_venv_and_sglang_changes_nothing(fleet):
 
 def test_a_torch_that_sglang_does_not_take_is_refused_before_any_change(fleet):
     before = shell(fleet["inventory"], "ls -d ~/ml-env-* | sort")
-    extra = dict(fleet["vars"], torch_nightly_versions={"torch": "2.13.0", "torchvision": "0.29.2",
-                                                          "torchaudio": "2.11.0"})
+    extra = dict(fleet["vars"],
+                 torch_nightly_versions={"torch": "2.13.0", "torchvision": "0.29.2", "torchaudio": "2.11.0"})
     rc, out, stats, seconds = deploy(fleet["inventory"], extra)
     assert rc != 0 and stats[HOST]["failed"] == 1, out[-6000:]
     row = report_row(extra)

@@ -164,8 +164,8 @@ def kernel_notes(row):
         if model.get("flags_check"):
             notes.append("serving flags %s" % one_line(model["flags_check"], 240))
         for gpu, backend in sorted((model.get("sglang_auto") or {}).items()):
-            notes.append("sglang auto would run moe_runner %s on %s (%s)" % (backend, gpu,
-                                                                          one_line(model.get("sglang_auto_how"), 240)))
+            notes.append("sglang auto would run moe_runner %s on %s (%s)"
+                         % (backend, gpu, one_line(model.get("sglang_auto_how"), 240)))
     use = row.get("gpu_use") or {}
     for s in use.get("skipped") or []:
         where = "GPU %s" % s.get("gpu") if isinstance(s.get("gpu"), int) else "numeric checks"

@@ -67,8 +67,8 @@ def test_good_values_pass(changes):
     ({"sglang_guarded_packages": ["torch", 1]}, "sglang_guarded_packages must be a list of strings (got number 1)"),
     ({"sglang_guarded_packages": []}, "sglang_guarded_packages must name the packages the install may not move (got [])"),
     # the pinned wheel
-    ({"sglang_wheel_sha256": "8d257a31"}, "sglang_wheel_sha256 must be '' or the 64 hex digits of a sha256 "
-                                         "(got '8d257a31')"),
+    ({"sglang_wheel_sha256": "8d257a31"},
+     "sglang_wheel_sha256 must be '' or the 64 hex digits of a sha256 (got '8d257a31')"),
     # uv_venv and torch_nightly ran first
     ({"uv_venv_dir": None}, "uv_venv_* / torch_nightly_constraints_file are not set: run gpufleet.inference.uv_venv and "
                             "torch_nightly before sglang"),
