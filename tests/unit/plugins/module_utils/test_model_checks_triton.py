@@ -95,7 +95,7 @@ def _torch():
 
 def test_run_checks_resolves_sglang_once_and_only_for_a_moe_model(monkeypatch):
     asked = []
-    monkeypatch.setattr(mc, 'sglang_runner', lambda cuda: asked.append(cuda))
+    monkeypatch.setattr(mc, 'sglang_runner', asked.append)
     devices = [('cpu', 'cpu', None)]
     results = mc.run_checks(_torch(), {'torch': None}, devices, SHAPES, 'none', only=['moe.triton.bf16'])
     assert asked == ['13.0']
