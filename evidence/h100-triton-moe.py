@@ -76,7 +76,11 @@ def main():
         argv[-2] = FAULT + argv[-2]
     started = time.time()
     proc = subprocess.run(argv, capture_output=True, text=True)
-    facts = parse_probe_output(proc.returncode, proc.stdout, 900)
+    try:
+        facts = parse_probe_output(proc.returncode, proc.stdout, 900)
+    except Exception:
+        print(proc.stderr[-4000:])
+        raise
     probe_seconds = time.time() - started
     model_info = dict(resolved, name=profile['name'], precision=precision, tp=tp,
                       families=[f for f, need in model_verify.NEEDED if need(profile)])

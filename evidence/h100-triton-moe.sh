@@ -2,14 +2,16 @@
 # GPU evidence for sglang's triton MoE runner as a qualified moe_runner backend,
 # on the H100 test machine (torch 2.11.0+cu130 and triton 3.6 in its image, no
 # network), from the repository root, in one call after the staging calls:
-#   - the sglang 0.5.23 stack, staged through /tmp/stage in 58 MiB parts of one
-#     tar of wheels (.cache/h9-stage, wheels.sha256 beside this script): torch
+#   - the sglang 0.5.23 stack, staged before this script runs: each 58 MiB part of
+#     .cache/sglang-stack/parts (h100-triton-moe-prep.sh, from the wheels that
+#     h100-triton-moe.wheels.sha256 pins) carried by one call into /tmp/stage
+#     (cp .cache/sglang-stack/parts/pNN /tmp/stage/), on one warm machine: torch
 #     2.14.1 (cu130), triton 3.8.0, nvidia-nccl-cu13 2.30.7, sglang 0.5.23,
 #     sglang-kernel 0.4.10 without flash_ops.abi3.so (FlashAttention 3, which
 #     neither the MoE runner nor the server's imports load: 1.1 GB left out),
 #     flashinfer-python 0.7.2, torchvision 0.29.1, transformers 5.19.0 and the
-#     pure-Python packages the server's imports need; the image's CUDA
-#     libraries (cuBLAS, cuDNN 9.19, ...) serve torch 2.14.1;
+#     pure-Python packages the server's imports need; the image's other CUDA
+#     libraries serve torch 2.14.1 (the log starts with their versions);
 #   - torch_verify's probe with the model checks at shipped profiles' shapes:
 #     qwen3-30b-a3b (BF16), qwen3-30b-a3b-fp8 (FP8 blocks [128, 128]) and the
 #     same with per-tensor FP8, tp 1: moe.triton.* through sglang's own
@@ -26,7 +28,7 @@
 set -uo pipefail
 OUT=${OUT:?set OUT}
 CASES=${*:-bf16 fp8-block fp8-tensor fault}
-TAR_SHA256=23e1e034c82b29eb6c88232149fbe518d1865627bac73a881ef833c3030d51e8
+TAR_SHA256=dcf9ff4f9dd07e55ff99ee2b60871d2a4dc08ae2ac4d8d5d41a9bcaddf2929a5
 exec > >(tee -a "$OUT/h100-triton-moe.log") 2>&1
 export PYTHONUNBUFFERED=1 FLASHINFER_WORKSPACE_BASE=/tmp/fi-verify
 echo "== machine"; date -u
@@ -40,6 +42,9 @@ if [ ! -d /tmp/site/sglang ]; then
   (cd /tmp/wh && sha256sum -c --quiet "$OLDPWD/evidence/h100-triton-moe.wheels.sha256") || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/wh/*.whl || exit 1
 fi
+# torch 2.14.1 finds its CUDA libraries in the image's site-packages; NCCL 2.30.7 comes first, from the stack
+SP=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+export LD_LIBRARY_PATH=/tmp/site/nvidia/nccl/lib:$SP/nvidia/cu13/lib:$SP/nvidia/cudnn/lib:$SP/nvidia/cusparselt/lib:$SP/nvidia/nvshmem/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONPATH=/tmp/site
 python3 -c "import torch, triton, sgl_kernel, sglang, flashinfer; print('stack: torch', torch.__version__, 'triton', triton.__version__, 'sgl_kernel', sgl_kernel.__version__, 'sglang', sglang.__version__, 'flashinfer', flashinfer.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
 mkdir -p .collections/ansible_collections/gpufleet && ln -sfn "$PWD" .collections/ansible_collections/gpufleet/inference
