@@ -49,7 +49,7 @@ class Host(object):
 
     def run_command(self, argv, environ_update=None, errors='replace'):
         env = dict(os.environ, **(environ_update or {}))
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, errors=errors)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, errors=errors, check=False)
         return proc.returncode, proc.stdout, proc.stderr
 
     def get_bin_path(self, name):
@@ -75,7 +75,7 @@ def main():
     if 'fault' in flags:
         argv[-2] = FAULT + argv[-2]
     started = time.time()
-    proc = subprocess.run(argv, capture_output=True, text=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     try:
         facts = parse_probe_output(proc.returncode, proc.stdout, 900)
     except Exception:
@@ -90,8 +90,8 @@ def main():
     ran = {'cmd': [sys.executable]}
     mismatches += verify_steps.serving_stack(Host(), opts, facts, ran, {'numeric': True, 'mask': None}, model_info)
     stack_seconds = time.time() - started
-    print('%s: %s tp %d (%s), probe %.1f s, serving stack %.1f s' % (name, profile['name'], tp, precision,
-                                                                    probe_seconds, stack_seconds))
+    print('%s: %s tp %d (%s), probe %.1f s, serving stack %.1f s'
+          % (name, profile['name'], tp, precision, probe_seconds, stack_seconds))
     for entry in facts['model_checks']:
         print('  %-28s dev %s %-8s err %-9s tol %-5s %7ss  %s' % (
             entry['check'], entry['device'], entry['status'], entry.get('relative_error'), entry.get('tolerance'),
@@ -102,8 +102,8 @@ def main():
     print('  sglang_auto: %s (%s)' % (chosen.get('sglang_auto'), chosen.get('sglang_auto_how')))
     for module_name in ('sglang', 'sglang.launch_server', 'sglang.srt.entrypoints.http_server', 'sgl_kernel', 'flashinfer'):
         entry = facts['imports'].get(module_name) or {}
-        print('  import %-36s ok=%s %s %s' % (module_name, entry.get('ok'), entry.get('version'),
-                                               entry.get('diagnosis') or entry.get('error') or ''))
+        print('  import %-36s ok=%s %s %s'
+              % (module_name, entry.get('ok'), entry.get('version'), entry.get('diagnosis') or entry.get('error') or ''))
     for mismatch in mismatches:
         print('  mismatch: %s' % mismatch)
     row = {'model': sections.read_model(facts)}

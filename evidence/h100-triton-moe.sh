@@ -36,7 +36,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.used --format=csv,
 python3 -m pip show nvidia-nccl-cu13 nvidia-cudnn-cu13 cuda-toolkit nvidia-cublas nvidia-cusparselt-cu13 2>/dev/null \
   | grep -E '^(Name|Version)' | paste - - | sed 's/^/image: /'
 if [ ! -d /tmp/site/sglang ]; then
-  echo "== stack: $(ls /tmp/stage | wc -l) parts"
+  echo "== stack: $(find /tmp/stage -maxdepth 1 -name 'p*' | wc -l) parts"
   [ "$(cat /tmp/stage/p* | sha256sum | cut -d' ' -f1)" = "$TAR_SHA256" ] || { echo "staged tar: sha256 differs"; exit 1; }
   mkdir -p /tmp/wh && cat /tmp/stage/p* | tar -xf - -C /tmp/wh && rm -rf /tmp/stage
   (cd /tmp/wh && sha256sum -c --quiet "$OLDPWD/evidence/h100-triton-moe.wheels.sha256") || exit 1
