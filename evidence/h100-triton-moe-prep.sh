@@ -14,6 +14,8 @@ STACK=.cache/sglang-stack
 LIST=evidence/h100-triton-moe.wheels.sha256
 mkdir -p "$STACK/wheels" "$STACK/tmp"
 pins=$(awk '{print $2}' "$LIST" | grep -v '^sglang_kernel-' | sed -E 's/^([^-]+)-([^-]+)-.*/\1==\2/')
+# $pins is one requirement per word, split on purpose
+# shellcheck disable=SC2086
 python3 -m pip download -q --no-deps --isolated --index-url https://pypi.org/simple --python-version 3.12 \
   --implementation cp --only-binary=:all: --platform manylinux_2_34_x86_64 --platform manylinux_2_31_x86_64 \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
@@ -31,6 +33,7 @@ if ! grep -q "$(sha256sum "$kernel" | cut -d' ' -f1)" "$LIST"; then
 fi
 (cd "$STACK/wheels" && sha256sum -c --quiet "$OLDPWD/$LIST")
 rm -rf "$STACK/parts" && mkdir -p "$STACK/parts"
+mapfile -t wheels < <(awk '{print $2}' "$LIST")
 tar --sort=name --mtime=2026-12-01T00:00:00Z --owner=0 --group=0 --numeric-owner -cf - -C "$STACK/wheels" \
-  $(awk '{print $2}' "$LIST") | split -b 58M -d -a 2 - "$STACK/parts/p"
+  "${wheels[@]}" | split -b 58M -d -a 2 - "$STACK/parts/p"
 cat "$STACK"/parts/p* | sha256sum
