@@ -34,6 +34,14 @@ results="$logs/results"   # one line per counted group: PASSED FAILED LABEL
 # printed at the end, where a truncated CI log still shows it.
 export GPUFLEET_SANDBOX_FAILURE_LOG="$logs/sandbox-failures.log"
 t0=$(date +%s)
+# The suite's disk: a test's tmp_path goes when it passes (retention "failed",
+# above: a failed one stays for reading), and the least free space on the
+# filesystem that holds the checkout, the sandbox hosts and the caches is
+# sampled every 10 s and printed at the end, since a full disk fails tests
+# far from their cause.
+( while :; do df -Pk "$root" | awk 'NR == 2 {print $4}'; sleep 10; done >"$logs/disk-free.kib" ) &
+disk_pid=$!
+trap 'kill "$disk_pid" 2>/dev/null' EXIT
 
 stage() {  # stage NAME TIMEOUT_S CMD...   (one write per stage: lanes do not interleave lines)
   local name=$1 limit=$2; shift 2
@@ -57,7 +65,8 @@ count_pytest() {  # count_pytest NAME TIMEOUT PYTEST-ARGS...
   local name=$1 limit=$2; shift 2
   local xml="$logs/$name.xml"
   GPUFLEET_TEST_TIMES="$logs/$name.times" \
-    stage "$name" "$limit" pytest -q -p no:cacheprovider --basetemp="$logs/tmp-$name" --junitxml="$xml" "$@"
+    stage "$name" "$limit" pytest -q -p no:cacheprovider --basetemp="$logs/tmp-$name" \
+      -o tmp_path_retention_policy=failed --junitxml="$xml" "$@"
   local rc=$? t f e s
   if [ -s "$xml" ]; then
     read -r t f e s < <(python3 -c '
@@ -182,6 +191,9 @@ if failed:
 PY
 read -r passed failed < <(awk '{p += $1; f += $2} END {print p + 0, f + 0}' "$results")
 awk '$2 > 0 {$1 = $2 = ""; sub(/^  /, ""); print "failed: " $0}' "$results"
+kill "$disk_pid" 2>/dev/null
+sleep 0.1
+awk 'NR == 1 || $1 < least {least = $1} {last = $1} END {printf "disk: least free %.1f GiB during the run, %.1f GiB at the end\n", least / 1048576, last / 1048576}' "$logs/disk-free.kib"
 echo "logs: .cache/test-logs/  total time: $(( $(date +%s) - t0 ))s"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
