@@ -16,15 +16,24 @@ rules function: the fleet role's hosts and validate) get it from hostvars,
 which hold the inventory's variables and the extra vars but no role default:
 see operator_inputs and group_inputs. A type error for a float is said in the
 rules' words, never with the Python class that carried the value.
+
+The inventory check (playbooks/check_inventory.yml, the fleet role's entry
+point inventory) also judges each host's own inputs as its run would, on the
+controller and without connecting to it (judged_inputs): the entry points
+its rules name, each variable rendered from the host's inventory and extra
+vars over the roles' defaults.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 from ansible.errors import AnsibleError
 from ansible.inventory.manager import InventoryManager
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action.validate_argument_spec import ActionModule as ValidateArgumentSpec
+from ansible.template import Templar
 from ansible.utils.vars import combine_vars
 from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
 
@@ -32,6 +41,10 @@ from ansible_collections.gpufleet.inference.plugins.plugin_utils.internal_names 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import quoted
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.value_rules import RULES, rule_errors
 
+# the collection's root: the roles' defaults and argument specs the inventory check reads
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# a verify role's message on a playbook input it takes, "verify_x (gpufleet_x)...": the playbook's own says it
+_ALIASED_RE = re.compile(r"^verify_\w+ \((gpufleet_\w+)\)")
 # validate_argument_spec's words for a value that is not a float name the Python class that carries it
 _FLOAT_ERROR_RE = re.compile(r"^argument '(?P<name>[^']+)' is of type \S+ and we were unable to convert to float: ")
 
@@ -92,6 +105,42 @@ def group_inputs(loader, sources, basedir, names, hosts):
     return groups
 
 
+def judged_inputs(loader, hostvars, hosts, judge, keep):
+    """Each host of HOSTS judged as its run would judge it, on the controller: for each (role, entry point) of
+    JUDGE, the types of the entry point's argument spec and the role's value rules, on the variables rendered
+    from what the host has (its inventory's variables and the extra vars, hostvars.raw_get) over the roles'
+    defaults. Adds to each host its "errors" and the rendered values of the names of KEEP ("inputs")."""
+    defaults, options = {}, {}
+    for role, entry_point in judge:
+        path = os.path.join(ROOT, "roles", role, "defaults", "main.yml")
+        found = loader.load_from_file(path, trusted_as_template=True) or {}
+        defaults = combine_vars(defaults, found)
+        spec = loader.load_from_file(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) or {}
+        options[(role, entry_point)] = spec["argument_specs"][entry_point].get("options") or {}
+    for host, found in hosts.items():
+        variables = combine_vars(defaults, hostvars.raw_get(host))
+        templar = Templar(loader=loader, variables=variables)
+        errors, rendered = [], {}
+        for key, spec in options.items():
+            provided = {}
+            for name in spec:
+                if name not in variables:
+                    continue
+                if name not in rendered:
+                    try:
+                        rendered[name] = templar.template(variables[name])
+                    except AnsibleError as exc:
+                        errors.append("%s cannot be rendered: %s" % (name, getattr(exc, "message", exc)))
+                        continue
+                provided[name] = rendered[name]
+            rules = rule_errors(key[0], key[1], provided)
+            types = [str(e) for e in ArgumentSpecValidator(spec).validate(provided).errors.messages]
+            errors += [e for e in worded(types, rules, provided) + rules
+                       if e not in errors and _ALIASED_RE.sub(r"\1", e) not in errors]
+        found["errors"] = errors
+        found["inputs"] = {name: rendered[name] for name in keep if name in rendered}
+
+
 class ActionModule(ValidateArgumentSpec):
     """validate_argument_spec, plus the caller's own error messages."""
 
@@ -107,6 +156,8 @@ class ActionModule(ValidateArgumentSpec):
         if reads["groups"] and found:
             groups = group_inputs(self._loader, task_vars.get("ansible_inventory_sources") or [],
                                   task_vars.get("playbook_dir"), reads["groups"], found)
+        if reads.get("judge") and found:
+            judged_inputs(self._loader, hostvars, found, reads["judge"], reads.get("keep", ()))
         return {"hosts": found, "groups": groups}
 
     def run(self, tmp=None, task_vars=None):
@@ -125,6 +176,7 @@ class ActionModule(ValidateArgumentSpec):
         spec = args.get("argument_spec")
         arguments = dict(self.get_args_from_task_vars(spec if isinstance(spec, dict) else {}, task_vars or {}),
                          **(args.get("provided_arguments") or {}))
+        not_checked = None
         if rules is not None:
             # a role's value rules (plugin_utils/rules/<role>.py), "<role>.<entry point>"
             key = tuple(str(rules).split(".", 1))
@@ -136,9 +188,15 @@ class ActionModule(ValidateArgumentSpec):
             if reads:
                 values[reads["name"]] = self._inventory(reads, values, task_vars or {})
             errors = rule_errors(key[0], key[1], values) + errors
+            # what the rules cannot judge here (a path on a host), said apart from the errors
+            notes = getattr(RULES[key], "notes", None)
+            if notes is not None:
+                not_checked = notes(values)
         self._task.args = args
         result = super().run(tmp, task_vars)
         type_errors = worded(result.get("argument_errors") or [], errors, arguments)
+        if not_checked is not None:
+            result["not_checked_offline"] = not_checked
         if not type_errors and not errors:
             return result
         result["failed"] = True

@@ -455,3 +455,69 @@ def test_bad_input_is_refused_before_any_change(outcomes, c):
 
 def test_enough_cases():
     assert len(CASES) >= 50 and len({c.id for c in CASES}) == len(CASES)
+
+
+# The offline inventory check and an unreachable host's output: no sandbox
+# host, hosts that resolve nowhere or listen on no port, and an ssh that
+# leaves a mark if anything ever ran it.
+OFFLINE_HOSTS = {"gpu1": {"ansible_host": "127.0.0.1", "ansible_port": 1},
+                 "gpu2": {"ansible_host": "gpufleet-nowhere.invalid"},
+                 "gpu3": {"ansible_host": "gpufleet-nowhere.invalid", "gpufleet_outlier_ratio": 1.5}}
+
+
+def offline_inventory(tmp_path, group_vars):
+    """An inventory of OFFLINE_HOSTS whose ssh writes tmp_path/ssh-ran; returns (inventory, that mark)."""
+    mark = tmp_path / "ssh-ran"
+    ssh_stub = tmp_path / "ssh"
+    ssh_stub.write_text("#!/bin/sh\ntouch %s\nexit 255\n" % shlex.quote(str(mark)))
+    ssh_stub.chmod(0o755)
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    hosts = {h: dict(v, ansible_connection="ssh", ansible_ssh_executable=str(ssh_stub)) for h, v in OFFLINE_HOSTS.items()}
+    (inventory / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"gpus": {"hosts": hosts}}}}))
+    (inventory / "group_vars" / "gpus.yml").write_text(yaml.safe_dump(dict(
+        group_vars, gpufleet_report_dir=str(tmp_path / "reports"), gpufleet_model="/models/m/config.json")))
+    return inventory, mark
+
+
+def test_offline_check_judges_every_host_without_connecting(tmp_path):
+    inventory, mark = offline_inventory(tmp_path, {"gpufleet_expext": {"device_count": 7},
+                                                   "gpufleet_expect": {"device_count": "many"}})
+    result = run_playbook(os.path.join(ROOT, "playbooks", "check_inventory.yml"), inventory, timeout=120)
+    assert result.rc == 2, result.out
+    assert not mark.exists() and "unreachable" not in result.out.split("PLAY RECAP")[0].lower(), result.out
+    assert set(result.stats) == {"localhost"}, result.stats
+    out = " ".join(result.out.split("fatal: [localhost]", 1)[1].split())
+    for problem in ("gpufleet_expext is not an input of this collection; did you mean gpufleet_expect? "
+                    "(set for gpu1, gpu2 and gpu3",
+                    "gpufleet_expect.device_count must be an integer >= 0 (got 'many') (on gpu1, gpu2 and gpu3)",
+                    "gpufleet_outlier_ratio must be a number > 0 and <= 1 (got 1.5) (on gpu3)"):
+        assert out.count(problem) == 1, (problem, out)
+    # the verification's copy of gpufleet_expect is the same problem, not said again
+    assert "verify_expect" not in out, out
+    said = " ".join(result.out.split())
+    assert ("gpufleet_model: not checked offline: the config.json at /models/m/config.json on gpu1, gpu2 and gpu3"
+            in said), result.out
+
+
+def test_offline_check_passes_a_good_inventory(tmp_path):
+    inventory, mark = offline_inventory(tmp_path, {"gpufleet_expect": {"device_count": 8}})
+    result = run_playbook(os.path.join(ROOT, "playbooks", "check_inventory.yml"), inventory,
+                          extra_vars={"gpufleet_hosts": "gpu1:gpu2"}, timeout=120)
+    assert result.rc == 0, result.out
+    assert not mark.exists(), result.out
+    assert "not checked offline" in result.out and "gpu3" not in result.out, result.out
+
+
+def test_unreachable_host_is_one_line(tmp_path):
+    inventory, mark = offline_inventory(tmp_path, {})
+    result = run_playbook(os.path.join(ROOT, "playbooks", "rollback.yml"), inventory, extra_vars={"gpufleet_hosts": "gpu1:gpu2"},
+                          timeout=300, env={"ANSIBLE_STDOUT_CALLBACK": "gpufleet.inference.fleet"})
+    assert result.rc == 2 and mark.exists(), result.out
+    body = result.out.split("PLAY RECAP", 1)[0]
+    # the report's tasks run once, on the controller, under the first host's name
+    hosts_tasks = "\n".join(t for t in body.split("\nTASK [") if " : Report | " not in t.split("\n", 1)[0])
+    for host in ("gpu1", "gpu2"):
+        lines = [line for line in hosts_tasks.splitlines() if "[%s]" % host in line]
+        assert len(lines) == 1 and lines[0].startswith("unreachable: [%s]: " % host), (host, lines, result.out)
+    assert "Origin:" not in body and "Traceback" not in body, body

@@ -231,6 +231,48 @@ def fleet_hosts(values):
             + report_dir_errors(values))
 
 
+def host_input_errors(values, said=()):
+    """Each host's own inputs as its run judges them (check_vars' judged_inputs: the types and value rules of
+    JUDGED), each message once with the hosts it concerns; not again a message SAID already."""
+    hosts_of = {}
+    for host, found in _inventory_hosts(values):
+        for error in found.get("errors") or []:
+            if error not in said:
+                hosts_of.setdefault(error, []).append(host)
+    return ["%s (on %s)" % (error, words(hosts)) for error, hosts in hosts_of.items()]
+
+
+def fleet_inventory(values):
+    """The inventory check (playbooks/check_inventory.yml, entry point inventory): the hosts check, then every
+    host's own inputs, on the controller, without connecting to any host."""
+    said = fleet_hosts(values)
+    return said + host_input_errors(values, said)
+
+
+# What only a host can tell, by the rendered inputs it takes (check_vars keeps them for the hosts'
+# "inputs"): (input, when it applies, what the offline check cannot say, which step of the host's run does).
+NOT_CHECKED_OFFLINE = (
+    ("gpufleet_model", lambda i: str(i.get("verify_model") or "").startswith(("/", "~/"))
+     and not i.get("verify_model_config"), "the config.json at {verify_model}", "the verification reads it"),
+    ("gpufleet_textfile_dir", lambda i: bool(i.get("gpufleet_textfile_dir")),
+     "the directory {gpufleet_textfile_dir}", "each run's validation looks at it first"),
+    ("gpufleet_venv_link", lambda i: bool(i.get("gpufleet_venv_link")),
+     "the folder of {gpufleet_venv_link} and its free space", "deploy's preflight looks at them first"),
+)
+
+
+def not_checked_offline(values):
+    """What the inventory check cannot judge without the host, once for the hosts it concerns."""
+    hosts_of = {}
+    for host, found in _inventory_hosts(values):
+        inputs = found.get("inputs") or {}
+        for name, applies, what, where in NOT_CHECKED_OFFLINE:
+            if applies(inputs):
+                hosts_of.setdefault((name, what.format(**inputs), where), []).append(host)
+    return ["%s: not checked offline: %s on %s (%s)" % (name, what, words(hosts), where)
+            for (name, what, where), hosts in hosts_of.items()]
+
+
 def play_keywords(values):
     """play_keyword_errors on the values' play keywords."""
     return play_keyword_errors(given(values, "fleet", "gpufleet_serial"),
@@ -327,6 +369,13 @@ def fleet_validate(values):
 fleet_hosts.inventory = {"name": INVENTORY, "hosts": "fleet_hosts_matched", "values": HOST_VALUES,
                          "groups": MODEL_GROUP_VARIABLES}
 fleet_validate.inventory = {"name": INVENTORY, "hosts": None, "values": HOST_VALUES, "groups": ()}
+# The inventory check: the hosts check's reading, and each host's own inputs judged as its run judges them
+# (the playbooks' and the verification's: the stage roles' need the host and the roles before them).
+JUDGED = (("fleet", "validate"), ("verify", "main"))
+fleet_inventory.inventory = dict(fleet_hosts.inventory, judge=JUDGED,
+                                 keep=("verify_model", "verify_model_config", "gpufleet_textfile_dir",
+                                       "gpufleet_venv_link"))
+fleet_inventory.notes = not_checked_offline
 
 # the fleet role's entry points that have value rules
-ENTRY_POINTS = {"hosts": fleet_hosts, "validate": fleet_validate}
+ENTRY_POINTS = {"hosts": fleet_hosts, "validate": fleet_validate, "inventory": fleet_inventory}
