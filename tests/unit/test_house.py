@@ -435,3 +435,37 @@ def test_an_action_runs_its_module_by_name(tmp_path):
     (tmp_path / "a.py").write_text("MODULE = 'gpufleet.inference.torch_verify'\n")
     assert _python_link(str(tmp_path / "a.py"), "plugins/modules/torch_verify.py") == "runs"
     assert _python_link(str(tmp_path / "a.py"), "plugins/modules/gpu_facts.py") is None
+
+
+# A role's inputs are checked once, by its own task (check_vars, verify_host):
+# the entry points the collection calls have no argument spec of their own, so
+# a call needs no rolespec_validate: false. It stays only where a call cannot
+# avoid it (the hosts check of playbooks/fleet_run.yml, whose entry point's
+# spec is what that check reads).
+MAX_ROLESPEC_VALIDATE_FALSE = 2
+
+
+def _rolespec_validate_false():
+    """Every role call in roles/ and playbooks/ that turns Ansible's argument spec check off."""
+    calls = []
+
+    def walk(node, path):
+        if isinstance(node, list):
+            for item in node:
+                walk(item, path)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                action = key[len(BUILTIN):] if key.startswith(BUILTIN) else key
+                if action in ("import_role", "include_role") and isinstance(value, dict) \
+                        and value.get("rolespec_validate") is False:
+                    calls.append("%s (%s)" % (path, value.get("name")))
+                walk(value, path)
+
+    for path in _yaml_files():
+        walk(yaml.safe_load(_read(path)), path)
+    return calls
+
+
+def test_rolespec_validate_false_only_where_a_role_call_cannot_avoid_it():
+    calls = _rolespec_validate_false()
+    assert len(calls) <= MAX_ROLESPEC_VALIDATE_FALSE, calls
