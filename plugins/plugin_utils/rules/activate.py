@@ -33,5 +33,5 @@ def activate_main(values):
     return errors
 
 
-# entry point -> rules(values) -> [message]; every entry point has the main one's options
-ENTRY_POINTS = {"main": activate_main, "preflight": activate_main, "rollback": activate_main, "switch": activate_main}
+# entry point -> rules(values) -> [message]: main, the one entry point with a spec
+ENTRY_POINTS = {"main": activate_main}

@@ -124,4 +124,4 @@ def cuda_toolkit_main(values):
 
 
 # entry point -> rules(values) -> [message]
-ENTRY_POINTS = {"main": cuda_toolkit_main, "preflight": cuda_toolkit_main}
+ENTRY_POINTS = {"main": cuda_toolkit_main}

@@ -120,5 +120,5 @@ def aot_errors(values):
     return errors
 
 
-# entry point -> rules(values) -> [message]; the preflight entry point has the main one's options
-ENTRY_POINTS = {"main": flashinfer_main, "preflight": flashinfer_main}
+# entry point -> rules(values) -> [message]: main, the one entry point with a spec
+ENTRY_POINTS = {"main": flashinfer_main}

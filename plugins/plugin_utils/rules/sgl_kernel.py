@@ -184,5 +184,5 @@ def sgl_kernel_main(values):
     return nothing_changed(errors)
 
 
-# entry point -> rules(values) -> [message]; the preflight entry point has the main one's options
-ENTRY_POINTS = {"main": sgl_kernel_main, "preflight": sgl_kernel_main}
+# entry point -> rules(values) -> [message]: main, the one entry point with a spec
+ENTRY_POINTS = {"main": sgl_kernel_main}

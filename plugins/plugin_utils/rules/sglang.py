@@ -83,5 +83,5 @@ def sglang_main(values):
     return nothing_changed(errors)
 
 
-# entry point -> rules(values) -> [message]; the preflight entry point has the main one's options
-ENTRY_POINTS = {"main": sglang_main, "preflight": sglang_main}
+# entry point -> rules(values) -> [message]: main, the one entry point with a spec
+ENTRY_POINTS = {"main": sglang_main}

@@ -143,4 +143,4 @@ def torch_nightly_main(values):
 
 
 # entry point -> rules(values) -> [message]
-ENTRY_POINTS = {"main": torch_nightly_main, "preflight": torch_nightly_main}
+ENTRY_POINTS = {"main": torch_nightly_main}

@@ -63,4 +63,4 @@ def uv_venv_main(values):
 
 
 # entry point -> rules(values) -> [message]
-ENTRY_POINTS = {"main": uv_venv_main, "preflight": uv_venv_main}
+ENTRY_POINTS = {"main": uv_venv_main}

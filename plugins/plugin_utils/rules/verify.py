@@ -72,4 +72,4 @@ def model_errors(values):
     return model_verify.resolve(params)[1]
 
 
-ENTRY_POINTS = {"main": verify_main, "preflight": verify_main, "host": verify_main}
+ENTRY_POINTS = {"main": verify_main}

@@ -39,9 +39,9 @@ def test_the_defaults_pass():
             "flashinfer_default_index_url", "flashinfer_guarded_packages",
             "flashinfer_jit_warm_timeout"} <= set(DEFAULTS)
     assert flashinfer_main(GOOD) == []
-    for entry_point in ("main", "preflight"):
+    for entry_point in ("main",):
         assert rule_errors("flashinfer", entry_point, GOOD) == []
-    assert sorted(ENTRY_POINTS) == ["main", "preflight"]
+    assert sorted(ENTRY_POINTS) == ["main"]
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -39,9 +39,9 @@ def test_the_defaults_pass():
             "sgl_kernel_builders_group", "sgl_kernel_cmake_args"} <= set(DEFAULTS)
     assert len(DEFAULTS["sgl_kernel_patch_rules"]) >= 5
     assert sgl_kernel_main(GOOD) == []
-    for entry_point in ("main", "preflight"):
+    for entry_point in ("main",):
         assert rule_errors("sgl_kernel", entry_point, GOOD) == []
-    assert sorted(ENTRY_POINTS) == ["main", "preflight"]
+    assert sorted(ENTRY_POINTS) == ["main"]
 
 
 @pytest.mark.parametrize("changes, messages", [

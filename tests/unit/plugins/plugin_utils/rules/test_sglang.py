@@ -28,9 +28,9 @@ def test_the_defaults_pass():
     assert {"sglang_extras", "sglang_index_urls", "sglang_default_index_url", "sglang_guarded_packages",
             "sglang_wheel_sha256"} <= set(DEFAULTS)
     assert sglang_main(GOOD) == []
-    for entry_point in ("main", "preflight"):
+    for entry_point in ("main",):
         assert rule_errors("sglang", entry_point, GOOD) == []
-    assert sorted(ENTRY_POINTS) == ["main", "preflight"]
+    assert sorted(ENTRY_POINTS) == ["main"]
 
 
 @pytest.mark.parametrize("changes", [
