@@ -45,8 +45,10 @@ The install times uv reports (-v) and the wheelhouse's size are written to
 cores with a fresh host: the deploy 196-220 s; uv fetched and unpacked the
 torch stage's 33 packages from the served index in 56 s, flashinfer's 26 in
 3 s and sglang's 148 in 7 s, and put each stage's into the venv in under
-0.4 s; the venv is 9.6 GiB (and uv's cache on the host as much again, which
-the test removes); the second walk of the chain 195 s; the refusal 9-21 s.
+0.4 s; the venv is 9.6 GiB, its files hardlinked from uv's cache on the host (which
+is as large: about 10 GiB on the host in all, removed when the module ends;
+the module runs first in the sandbox lane, see conftest.py); the second
+walk of the chain 195 s; the refusal 9-21 s.
 The wheelhouse is downloaded and indexed once (about 2 minutes).
 """
 import functools
