@@ -61,6 +61,9 @@ CHECKS = (
 # fewer than top_k) and says so in the result.
 MOE_MAX_WEIGHT_BYTES = 4 << 30
 FP8_MAX = 448.0
+# The scale of the random score correction bias a sigmoid router with one
+# gets (DeepSeek-V3's noaux_tc): its scores are in (0, 1).
+ROUTER_BIAS_SCALE = 0.1
 SEED = 20261204
 NO_MOE = 'the model has no MoE layer'
 # The module of sglang's triton MoE runner (sglang 0.5.23): fused_experts and
@@ -98,15 +101,55 @@ def _kc():
 
 # --- the reference MoE -------------------------------------------------------
 
-def route(torch, logits, top_k, renormalize):
+def route(torch, logits, top_k, renormalize, routing=None, bias=None):
     """Router: softmax over the experts, the top_k of it; renormalized over the
     chosen ones when the model does (Qwen3-MoE norm_topk_prob, Mixtral).
-    Returns (weights fp32 [T, k], expert ids int32 [T, k])."""
-    probs = torch.softmax(logits.float(), dim=-1)
-    weights, ids = torch.topk(probs, top_k, dim=-1)
+    routing (model_profile's, None for that softmax top-k) may say
+    scoring 'sigmoid' (a sigmoid per expert), n_group/topk_group (the top-k
+    only among the topk_group groups of the highest score: the sum of each
+    group's top two with the correction bias, its maximum without, as
+    sglang's biased_grouped_topk and grouped_topk take it),
+    correction_bias (bias [E] added to the scores that choose the experts,
+    never to the weights) and routed_scaling_factor (the weights scaled after
+    the renormalization). Returns (weights fp32 [T, k], expert ids int32 [T, k])."""
+    routing = routing or {}
+    logits = logits.float()
+    if routing.get('scoring') == 'sigmoid':
+        scores = torch.sigmoid(logits)
+    else:
+        scores = torch.softmax(logits, dim=-1)
+    choice = scores if bias is None else scores + bias.float().unsqueeze(0)
+    groups = routing.get('n_group')
+    if groups:
+        tokens, experts = choice.shape
+        grouped = choice.reshape(tokens, groups, experts // groups)
+        if bias is not None:
+            group_scores = grouped.topk(2, dim=-1)[0].sum(dim=-1)
+        else:
+            group_scores = grouped.max(dim=-1)[0]
+        kept = torch.topk(group_scores, routing['topk_group'], dim=-1)[1]
+        mask = torch.zeros_like(group_scores).scatter_(1, kept, 1.0)
+        mask = mask.unsqueeze(-1).expand(tokens, groups, experts // groups).reshape(tokens, experts)
+        choice = choice.masked_fill(mask == 0, float('-inf'))
+    ids = torch.topk(choice, top_k, dim=-1)[1]
+    weights = scores.gather(1, ids)
     if renormalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
+    if routing.get('routed_scaling_factor'):
+        weights = weights * routing['routed_scaling_factor']
     return weights, ids.to(torch.int32)
+
+
+def route_inputs(torch, x, logits, moe, bias=None):
+    """(x, weights, ids) the experts get: route()'s, and for a router whose
+    weight multiplies the expert's input (Llama 4, top 1: sglang's
+    apply_router_weight_on_input) x scaled by it and weights of one."""
+    routing = moe.get('routing') or {}
+    weights, ids = route(torch, logits, moe['top_k'], moe['renormalize'], routing, bias)
+    if routing.get('weight_on_input'):
+        x = (x.float() * weights).to(x.dtype)
+        weights = torch.ones_like(weights)
+    return x, weights, ids
 
 
 def reference_moe(torch, x, weights, ids, gate, up, down):
@@ -186,8 +229,7 @@ def _moe_inputs(ctx, moe, m):
     torch = ctx['torch']
     experts = ctx['moe_experts']
     x = _randn(ctx, m, moe['hidden']).to(torch.bfloat16)
-    weights, ids = route(torch, _randn(ctx, m, experts), moe['top_k'], moe['renormalize'])
-    return x, weights, ids
+    return route_inputs(torch, x, _randn(ctx, m, experts), moe, ctx.get('moe_bias'))
 
 
 def _output(ctx, moe, m):
@@ -433,7 +475,15 @@ def moe_experts(moe, budget=MOE_MAX_WEIGHT_BYTES):
     (3 * hidden * intermediate * 2 bytes each) fit the budget, else as many
     as fit, never fewer than top_k."""
     per_expert = 3 * moe['hidden'] * moe['intermediate'] * 2
-    return max(moe['top_k'], min(moe['experts'], budget // max(per_expert, 1)))
+    kept = max(moe['top_k'], min(moe['experts'], budget // max(per_expert, 1)))
+    routing = moe.get('routing') or {}
+    groups = routing.get('n_group')
+    if groups and kept < moe['experts']:
+        # whole groups, each of at least two experts (the biased group score
+        # is a top two), enough of them for the top_k
+        per_group = max(kept // groups, 2, -(-moe['top_k'] // routing['topk_group']))
+        kept = min(moe['experts'], per_group * groups)
+    return kept
 
 
 class _Autotune(object):
@@ -557,6 +607,9 @@ def run_one(torch, name, ctx, shapes, tolerance, autotuned, cache_only):
                 entry['note'] = ('%d of the model\'s %d experts (their bf16 weights within %d GiB); the shapes '
                                  'per expert are the model\'s' % kept)
             ctx['moe_weights'] = _moe_weights(ctx, shapes['moe'], ctx['moe_experts'])
+            if (shapes['moe'].get('routing') or {}).get('correction_bias'):
+                # a router's score correction bias of the order of its scores
+                ctx['moe_bias'] = _randn(ctx, ctx['moe_experts']) * ROUTER_BIAS_SCALE
         worst = _sweep(torch, name, ctx, targets, sweep, entry['autotune'], tolerance, cache_only, entry, failures)
     except kc.Skip as exc:
         if not failures:
@@ -568,7 +621,7 @@ def run_one(torch, name, ctx, shapes, tolerance, autotuned, cache_only):
         # the setup itself broke (out of memory, a sticky CUDA error): a failure of this check
         failures.append(('setup', 'error', kc._error_text(exc), None))
     finally:
-        for key in ('moe_weights', 'fc1', 'fp8', 'w13', 'triton_fp8'):
+        for key in ('moe_weights', 'moe_bias', 'fc1', 'fp8', 'w13', 'triton_fp8'):
             ctx.pop(key, None)
     entry['seconds'] = round(time.time() - started, 3)
     entry['relative_error'] = None if entry['nonfinite'] else round(worst, 6)

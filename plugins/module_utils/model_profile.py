@@ -12,6 +12,17 @@ name) or the operator's own config.json. shard_shapes() splits it over the
 tensor-parallel size the way sglang does, and refuses, before anything runs,
 a size that sglang would refuse when it loads the weights.
 
+The GEMMs are the ones sglang runs per shard: grouped-query attention's qkv
+and o, or multi-head latent attention's (MLA: DeepSeek-V2/V3, Kimi-K2) fused
+q_a/kv_a, q_b (or q), kv_b and o; the dense MLP (or an expert's, when every
+layer is MoE) and the shared experts'. The MoE shape carries the family's
+router (softmax or sigmoid top-k, renormalized or not, grouped top-k with a
+score correction bias, a routed scaling factor, Llama 4's weight on the
+input), which the reference MoE of model_checks follows. A multimodal
+config.json is read through its text_config. A config.json field that
+decides the GEMMs and that no profile models (UNMODELLED) is refused naming
+it: such a model is never given another family's shapes.
+
 Every refusal is a ProfileError whose text starts with the variable to
 change (gpufleet_model or gpufleet_tp_size) and names what is allowed.
 Standard library only: the controller imports this file.
@@ -58,6 +69,21 @@ _QWEN3_30B_A3B = {
     'mlp_only_layers': [],
     'vocab_size': 151936,
     'torch_dtype': 'bfloat16',
+}
+
+_GPT_OSS_120B = {
+    'source': 'openai/gpt-oss-120b',
+    'architectures': ['GptOssForCausalLM'],
+    'model_type': 'gpt_oss',
+    'hidden_size': 2880,
+    'intermediate_size': 2880,
+    'num_hidden_layers': 36,
+    'num_attention_heads': 64,
+    'num_key_value_heads': 8,
+    'head_dim': 64,
+    'num_local_experts': 128,
+    'num_experts_per_tok': 4,
+    'vocab_size': 201088,
 }
 
 PROFILES = {
@@ -108,11 +134,165 @@ PROFILES = {
         'vocab_size': 32000,
         'torch_dtype': 'bfloat16',
     },
+    # MLA attention, one shared expert, 3 dense layers first, sigmoid router
+    # with a score correction bias, top 4 of 8 groups of 32 experts, weights
+    # renormalized then scaled by 2.5. The fields and values are the defaults
+    # of transformers' DeepseekV3Config ("defaults yield a configuration
+    # similar to DeepSeek-V3"); scoring_func, topk_method and moe_layer_freq
+    # are the published config.json's (transformers' DeepSeek-V3 code
+    # hard-codes the sigmoid and the bias; sglang reads topk_method);
+    # quantization_config is the one DeepSeek's README_WEIGHTS documents for
+    # the published FP8 weights (128x128 blocks).
+    'deepseek-v3': {
+        'source': 'deepseek-ai/DeepSeek-V3',
+        'architectures': ['DeepseekV3ForCausalLM'],
+        'model_type': 'deepseek_v3',
+        'hidden_size': 7168,
+        'intermediate_size': 18432,
+        'moe_intermediate_size': 2048,
+        'num_hidden_layers': 61,
+        'num_attention_heads': 128,
+        'num_key_value_heads': 128,
+        'q_lora_rank': 1536,
+        'kv_lora_rank': 512,
+        'qk_nope_head_dim': 128,
+        'qk_rope_head_dim': 64,
+        'v_head_dim': 128,
+        'n_routed_experts': 256,
+        'n_shared_experts': 1,
+        'num_experts_per_tok': 8,
+        'n_group': 8,
+        'topk_group': 4,
+        'norm_topk_prob': True,
+        'routed_scaling_factor': 2.5,
+        'scoring_func': 'sigmoid',
+        'topk_method': 'noaux_tc',
+        'first_k_dense_replace': 3,
+        'moe_layer_freq': 1,
+        'vocab_size': 129280,
+        'quantization_config': {
+            'activation_scheme': 'dynamic',
+            'fmt': 'e4m3',
+            'quant_method': 'fp8',
+            'weight_block_size': [128, 128],
+        },
+    },
+    # DeepSeek-V3's architecture (sglang serves model_type kimi_k2 with its
+    # DeepseekV3ForCausalLM) with 64 heads, 384 experts in one group, one
+    # dense layer and a scaling factor of 2.827; the values agree across the
+    # published configs other projects' code and tests carry. The published
+    # weights are FP8, but their quantization_config could not be confirmed
+    # here: this profile gives the BF16 shapes.
+    'kimi-k2': {
+        'source': 'moonshotai/Kimi-K2-Instruct',
+        'architectures': ['DeepseekV3ForCausalLM'],
+        'model_type': 'kimi_k2',
+        'hidden_size': 7168,
+        'intermediate_size': 18432,
+        'moe_intermediate_size': 2048,
+        'num_hidden_layers': 61,
+        'num_attention_heads': 64,
+        'num_key_value_heads': 64,
+        'q_lora_rank': 1536,
+        'kv_lora_rank': 512,
+        'qk_nope_head_dim': 128,
+        'qk_rope_head_dim': 64,
+        'v_head_dim': 128,
+        'n_routed_experts': 384,
+        'n_shared_experts': 1,
+        'num_experts_per_tok': 8,
+        'n_group': 1,
+        'topk_group': 1,
+        'norm_topk_prob': True,
+        'routed_scaling_factor': 2.827,
+        'scoring_func': 'sigmoid',
+        'topk_method': 'noaux_tc',
+        'first_k_dense_replace': 1,
+        'moe_layer_freq': 1,
+        'vocab_size': 163840,
+    },
+    # The defaults of transformers' GptOssConfig (the 120B model's: 36 layers,
+    # 128 experts, top 4, head_dim 64 with 64 query / 8 KV heads, expert size
+    # = intermediate_size 2880). Its router takes the softmax over the top-k
+    # logits: renormalize is True for model_type gpt_oss, as in sglang's
+    # GptOssSparseMoeBlock. The published experts are MXFP4 (quant_method
+    # mxfp4, as transformers' conversion script writes it), which this version
+    # does not read: the profile gives the BF16 shapes, and the MoE checks run
+    # silu(gate) * up, not gpt-oss's clamped SwiGLU with expert biases.
+    'gpt-oss-120b': _GPT_OSS_120B,
+    # gpt-oss-120b's fields with 24 layers and 32 experts (the published
+    # gpt-oss-20b config.json, as other projects' code for it carries it).
+    'gpt-oss-20b': dict(_GPT_OSS_120B, source='openai/gpt-oss-20b', num_hidden_layers=24, num_local_experts=32),
+    # A multimodal config.json: the language model under text_config. The
+    # values are the defaults of transformers' Llama4TextConfig, whose
+    # checkpoint is Llama-4-Scout-17B-16E: 16 experts, top 1, every layer MoE
+    # (interleave_moe_layer_step 1), one shared expert of the experts' size
+    # (intermediate_size, as sglang's Llama4MoE builds it), the dense size
+    # intermediate_size_mlp used by dense layers only. Its router is a sigmoid
+    # of the top-1 logit applied to the expert's input (sglang's
+    # apply_router_weight_on_input).
+    'llama-4-scout': {
+        'source': 'meta-llama/Llama-4-Scout-17B-16E-Instruct',
+        'architectures': ['Llama4ForConditionalGeneration'],
+        'model_type': 'llama4',
+        'text_config': {
+            'model_type': 'llama4_text',
+            'hidden_size': 5120,
+            'intermediate_size': 8192,
+            'intermediate_size_mlp': 16384,
+            'num_hidden_layers': 48,
+            'num_attention_heads': 40,
+            'num_key_value_heads': 8,
+            'head_dim': 128,
+            'num_local_experts': 16,
+            'num_experts_per_tok': 1,
+            'interleave_moe_layer_step': 1,
+            'vocab_size': 202048,
+        },
+    },
 }
 
 # config.json spellings, first found wins.
 EXPERT_FIELDS = ('num_experts', 'num_local_experts', 'n_routed_experts')
 TOP_K_FIELDS = ('num_experts_per_tok', 'experts_per_token')
+# Multi-head latent attention: kv_lora_rank and the head dims; q_lora_rank is
+# optional (without it, q is projected from the hidden state directly).
+MLA_FIELDS = ('kv_lora_rank', 'qk_nope_head_dim', 'qk_rope_head_dim', 'v_head_dim')
+# The routers sglang builds from scoring_func and topk_method (DeepSeek's
+# spellings); noaux_tc is the one with the score correction bias.
+SCORING_FUNCS = ('softmax', 'sigmoid')
+TOPK_METHODS = ('greedy', 'group_limited_greedy', 'noaux_tc')
+# The families whose config.json may leave them out: transformers'
+# DeepSeek-V3 code applies a sigmoid with the correction bias, its
+# DeepSeek-V2 configuration defaults to softmax and greedy.
+FAMILY_ROUTING = {
+    'deepseek_v3': ('sigmoid', 'noaux_tc'),
+    'kimi_k2': ('sigmoid', 'noaux_tc'),
+    'deepseek_v2': ('softmax', 'greedy'),
+}
+# Families whose top-k weights are renormalized without a norm_topk_prob
+# field: Mixtral's softmax over the top-k logits, gpt-oss's too.
+RENORMALIZED_TYPES = ('mixtral', 'gpt_oss')
+LLAMA4_TYPES = ('llama4', 'llama4_text')
+# The shared experts' fields the profile models; any other field naming
+# shared experts is refused (below).
+SHARED_FIELDS = ('n_shared_experts', 'shared_expert_intermediate_size')
+# config.json fields that decide GEMMs no profile models: a model with one
+# of them set is refused naming it rather than given another family's shapes.
+UNMODELLED = (
+    ('index_topk', "DeepSeek-V3.2's sparse attention indexer"),
+    ('index_n_heads', "DeepSeek-V3.2's sparse attention indexer"),
+    ('index_head_dim', "DeepSeek-V3.2's sparse attention indexer"),
+    ('linear_attn_config', 'linear attention layers'),
+    ('linear_num_key_heads', 'linear attention layers'),
+    ('linear_num_value_heads', 'linear attention layers'),
+    ('linear_key_head_dim', 'linear attention layers'),
+    ('linear_value_head_dim', 'linear attention layers'),
+    ('linear_conv_kernel_dim', 'linear attention layers'),
+    ('full_attention_interval', 'linear attention layers between full ones'),
+)
+# layer_types values whose attention GEMMs are the qkv/o (or MLA) ones.
+ATTENTION_LAYER_TYPES = ('full_attention', 'sliding_attention', 'chunked_attention')
 
 
 class ProfileError(ValueError):
@@ -181,9 +361,12 @@ def _parse_json(text, what, variable):
 
 
 def load_config_text(text, variable, what='config.json'):
-    """The dict of a config.json's text; what names the file in messages."""
+    """The dict of a config.json's text; what names the file in messages. A
+    multimodal config.json may keep the language model's fields under
+    text_config."""
     config = _parse_json(text, what, variable)
-    missing = [field for field in ('hidden_size', 'num_attention_heads') if config.get(field) is None]
+    fields = config.get('text_config') if isinstance(config.get('text_config'), dict) else config
+    missing = [field for field in ('hidden_size', 'num_attention_heads') if fields.get(field) is None]
     if missing:
         raise ProfileError(variable, '%s lacks %s: not a model config.json' % (what, ' and '.join(missing)))
     return config
@@ -276,9 +459,23 @@ def _architecture(config, variable):
     return model_type
 
 
-def _dense_layers(config, experts, variable):
+def _moe_layers(config, layers, variable):
+    """Whether Llama 4's moe_layers (when given) leave dense layers."""
+    moe_layers = config.get('moe_layers')
+    if moe_layers is None:
+        return False
+    if not isinstance(moe_layers, list) or not all(_is_int(layer) and 0 <= layer < layers for layer in moe_layers):
+        raise ProfileError(variable, 'config.json moe_layers must be a list of layer indices below num_hidden_layers %d, '
+                           'found %r' % (layers, moe_layers))
+    return len(set(moe_layers)) < layers
+
+
+def _dense_layers(config, experts, variable, layers=None):
     """Whether the model has dense MLP layers (besides its MoE ones)."""
     if not experts:
+        return True
+    interleave = _optional(config, 'interleave_moe_layer_step', variable)
+    if (interleave is not None and interleave > 1) or (layers is not None and _moe_layers(config, layers, variable)):
         return True
     dense = False
     mlp_only = config.get('mlp_only_layers')
@@ -294,30 +491,155 @@ def _dense_layers(config, experts, variable):
     return dense or (layer_freq is not None and layer_freq > 1)
 
 
-def profile_from_config(config, quant_config=None, name=None, variable=MODEL_VARIABLE):
-    """The normalized profile of a config.json dict (and of a ModelOpt
-    hf_quant_config.json dict, when given)."""
-    if not isinstance(config, dict):
-        raise ProfileError(variable, 'config.json must be a JSON object, found %s' % type(config).__name__)
-    architecture = _architecture(config, variable)
-    model_type = config.get('model_type')
+def _unmodelled(config, variable):
+    """Refuse the fields that decide GEMMs no profile models, naming them."""
+    for field, what in UNMODELLED:
+        if config.get(field) not in (None, 0, False, [], {}):
+            raise ProfileError(variable, 'config.json has %s (%s): no profile models it, so the model\'s GEMMs cannot '
+                               'be shaped' % (field, what))
+    for field in sorted(config):
+        if 'shared_expert' in field and field not in SHARED_FIELDS and config[field] not in (None, 0, False):
+            raise ProfileError(variable, 'config.json has %s: no profile models shared experts given so (modelled: %s)'
+                               % (field, ', '.join(SHARED_FIELDS)))
+    layer_types = config.get('layer_types')
+    if isinstance(layer_types, list):
+        for kind in layer_types:
+            if kind not in ATTENTION_LAYER_TYPES:
+                raise ProfileError(variable, 'config.json layer_types has %r: no profile models that layer\'s GEMMs '
+                                   '(modelled: %s)' % (kind, ', '.join(ATTENTION_LAYER_TYPES)))
+
+
+def _mla(config, variable):
+    """Multi-head latent attention's ranks and head dims, or None."""
+    present = [field for field in ('q_lora_rank',) + MLA_FIELDS if config.get(field) is not None]
+    if not present:
+        return None
+    missing = [field for field in MLA_FIELDS if config.get(field) is None]
+    if missing:
+        raise ProfileError(variable, 'config.json has %s (multi-head latent attention) but lacks %s: its attention '
+                           'GEMMs cannot be shaped' % (present[0], ' and '.join(missing)))
+    mla = dict((field, _count(field, config[field], variable)) for field in MLA_FIELDS)
+    mla['q_lora_rank'] = _optional(config, 'q_lora_rank', variable)
+    return mla
+
+
+def _shared(config, experts, moe_intermediate, llama4, variable):
+    """The intermediate size of the shared experts (all of them as one MLP, as
+    sglang builds them), or None."""
+    count = _optional(config, 'n_shared_experts', variable, minimum=0)
+    size = _optional(config, 'shared_expert_intermediate_size', variable, minimum=0)
+    if count and size:
+        raise ProfileError(variable, 'config.json has both n_shared_experts and shared_expert_intermediate_size: '
+                           'which one sizes the shared experts is not known')
+    if not experts:
+        return None
+    if count:
+        return count * moe_intermediate
+    if size:
+        return size
+    # Llama 4: one shared expert of the routed experts' size in every MoE layer
+    return moe_intermediate if llama4 else None
+
+
+def _factor(config, variable):
+    factor = config.get('routed_scaling_factor')
+    if factor is None:
+        return None
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+        raise ProfileError(variable, 'config.json routed_scaling_factor must be a positive number, found %r' % (factor,))
+    return None if factor == 1 else factor
+
+
+def _groups(config, experts, top_k, bias, variable):
+    """(n_group, topk_group) of a grouped top-k, or None when there is no
+    grouping (one group: the plain top-k)."""
+    n_group = _optional(config, 'n_group', variable)
+    topk_group = _optional(config, 'topk_group', variable)
+    if n_group is None and topk_group is None:
+        return None
+    if n_group is None or topk_group is None:
+        raise ProfileError(variable, 'config.json has %s but no %s: the grouped top-k cannot be modelled'
+                           % (('n_group', 'topk_group') if topk_group is None else ('topk_group', 'n_group')))
+    if topk_group > n_group:
+        raise ProfileError(variable, 'config.json topk_group %d is more than n_group %d' % (topk_group, n_group))
+    if n_group == 1:
+        return None
+    if experts % n_group:
+        raise ProfileError(variable, 'config.json n_group %d does not divide the %d experts' % (n_group, experts))
+    per_group = experts // n_group
+    # the biased group score is the sum of each group's top two
+    if (bias and per_group < 2) or topk_group * per_group < top_k:
+        raise ProfileError(variable, 'config.json topk_group %d of n_group %d (%d experts each) cannot hold the top %d'
+                           % (topk_group, n_group, per_group, top_k))
+    return n_group, topk_group
+
+
+def _routing(config, model_type, experts, top_k, llama4, variable):
+    """The router where it is not today's softmax top-k: {'scoring',
+    'n_group', 'topk_group', 'correction_bias', 'routed_scaling_factor',
+    'weight_on_input'}, each only when it differs from that; or None."""
+    scoring, method = FAMILY_ROUTING.get(model_type, ('softmax', 'greedy'))
+    if config.get('scoring_func') is not None:
+        scoring = config['scoring_func']
+        if scoring not in SCORING_FUNCS:
+            raise ProfileError(variable, 'config.json scoring_func %r is not modelled (modelled: %s)'
+                               % (scoring, ', '.join(SCORING_FUNCS)))
+    if config.get('topk_method') is not None:
+        method = config['topk_method']
+        if method not in TOPK_METHODS:
+            raise ProfileError(variable, 'config.json topk_method %r is not modelled (modelled: %s)'
+                               % (method, ', '.join(TOPK_METHODS)))
+    routing = {}
+    if llama4:
+        # sglang's Llama4MoE: the sigmoid of the top-k logits, applied to the
+        # expert's input, which sglang allows for top 1 only
+        if top_k != 1:
+            raise ProfileError(variable, 'config.json num_experts_per_tok %d: Llama 4\'s router weight on the '
+                               'expert input is modelled for top 1 only' % top_k)
+        scoring = 'sigmoid'
+        routing['weight_on_input'] = True
+    bias = method == 'noaux_tc'
+    groups = _groups(config, experts, top_k, bias, variable)
+    if scoring != 'softmax':
+        routing['scoring'] = scoring
+    if groups:
+        routing['n_group'], routing['topk_group'] = groups
+    if bias:
+        routing['correction_bias'] = True
+    factor = _factor(config, variable)
+    if factor is not None:
+        routing['routed_scaling_factor'] = factor
+    return routing or None
+
+
+def _language_model(config, architecture, variable, outer_type=None):
+    """The profile's fields of a language model's config (config.json, or its
+    text_config)."""
+    model_type = config.get('model_type') or outer_type
+    _unmodelled(config, variable)
     hidden = _required(config, 'hidden_size', variable)
     heads = _required(config, 'num_attention_heads', variable)
     kv_heads = _optional(config, 'num_key_value_heads', variable) or heads
     if heads % kv_heads:
         raise ProfileError(variable, 'config.json num_attention_heads %d is not a multiple of num_key_value_heads %d'
                            % (heads, kv_heads))
+    mla = _mla(config, variable)
     head_dim = _optional(config, 'head_dim', variable)
-    if head_dim is None:
+    if mla:
+        # q and k heads of MLA: the part without RoPE and the RoPE part
+        head_dim = mla['qk_nope_head_dim'] + mla['qk_rope_head_dim']
+    elif head_dim is None:
         if hidden % heads:
             raise ProfileError(variable, 'config.json has no head_dim and hidden_size %d is not a multiple of num_attention_heads %d'
                                % (hidden, heads))
         head_dim = hidden // heads
     layers = _required(config, 'num_hidden_layers', variable)
+    llama4 = model_type in LLAMA4_TYPES or architecture.startswith('Llama4')
 
     experts_field, experts = _first(config, EXPERT_FIELDS)
     experts = 0 if experts is None else _count(experts_field, experts, variable, minimum=0)
     intermediate = _optional(config, 'intermediate_size', variable)
+    routing = None
     if experts:
         top_k_field, top_k = _first(config, TOP_K_FIELDS)
         if top_k is None:
@@ -328,23 +650,25 @@ def profile_from_config(config, quant_config=None, name=None, variable=MODEL_VAR
                                % (top_k_field, top_k, experts, experts_field))
         moe_intermediate = _optional(config, 'moe_intermediate_size', variable)
         if moe_intermediate is None:
-            # Mixtral's (and gpt-oss's) intermediate_size is the expert's.
+            # Mixtral's (and gpt-oss's, Llama 4's) intermediate_size is the expert's.
             if intermediate is None:
                 raise ProfileError(variable, 'config.json has experts but neither moe_intermediate_size nor intermediate_size')
             moe_intermediate, intermediate = intermediate, None
+            # Llama 4: its dense layers' MLP size
+            intermediate = _optional(config, 'intermediate_size_mlp', variable)
         renormalize = config.get('norm_topk_prob')
         if renormalize is None:
-            renormalize = model_type == 'mixtral'
+            renormalize = model_type in RENORMALIZED_TYPES
         elif not isinstance(renormalize, bool):
             raise ProfileError(variable, 'config.json norm_topk_prob must be true or false, found %r' % (renormalize,))
+        routing = _routing(config, model_type, experts, top_k, llama4, variable)
     else:
         top_k, moe_intermediate, renormalize = 0, None, False
-    dense_layers = _dense_layers(config, experts, variable)
+    dense_layers = _dense_layers(config, experts, variable, layers)
     if dense_layers and intermediate is None:
-        raise ProfileError(variable, 'config.json lacks intermediate_size (a positive integer), needed by its dense MLP layers')
-
-    return {
-        'name': name or architecture,
+        field = 'intermediate_size_mlp' if llama4 and experts else 'intermediate_size'
+        raise ProfileError(variable, 'config.json lacks %s (a positive integer), needed by its dense MLP layers' % field)
+    profile = {
         'architecture': architecture,
         'hidden': hidden,
         'intermediate': intermediate,
@@ -357,8 +681,36 @@ def profile_from_config(config, quant_config=None, name=None, variable=MODEL_VAR
         'head_dim': head_dim,
         'layers': layers,
         'dense_layers': dense_layers,
-        'quantization': _quantization(config, quant_config, variable),
     }
+    # only where the model has them: today's families' profiles stay as they were
+    shared = _shared(config, experts, moe_intermediate, llama4, variable)
+    extras = (('mla', mla), ('shared_intermediate', shared), ('routing', routing))
+    profile.update((key, value) for key, value in extras if value)
+    return profile
+
+
+def profile_from_config(config, quant_config=None, name=None, variable=MODEL_VARIABLE):
+    """The normalized profile of a config.json dict (and of a ModelOpt
+    hf_quant_config.json dict, when given). A multimodal config.json is read
+    through its text_config."""
+    if not isinstance(config, dict):
+        raise ProfileError(variable, 'config.json must be a JSON object, found %s' % type(config).__name__)
+    architecture = _architecture(config, variable)
+    text = config.get('text_config')
+    if text is None:
+        profile = _language_model(config, architecture, variable)
+        quant_source = config
+    else:
+        if not isinstance(text, dict):
+            raise ProfileError(variable, 'config.json text_config must be a JSON object, found %s' % type(text).__name__)
+        try:
+            profile = _language_model(text, architecture, variable, config.get('model_type'))
+        except ProfileError as exc:
+            raise ProfileError(variable, exc.message.replace('config.json', 'config.json text_config', 1))
+        quant_source = config if config.get('quantization_config') or config.get('compression_config') else text
+    profile['name'] = name or architecture
+    profile['quantization'] = _quantization(quant_source, quant_config, variable)
+    return profile
 
 
 def shipped(name, variable=MODEL_VARIABLE):
@@ -385,7 +737,45 @@ def _mlp_sizes(profile):
         sizes.append(('intermediate_size', profile['intermediate']))
     if profile['experts']:
         sizes.append(('moe_intermediate_size', profile['moe_intermediate']))
+    if profile.get('shared_intermediate'):
+        sizes.append(('shared experts\' intermediate size', profile['shared_intermediate']))
     return sizes
+
+
+def _mla_gemms(profile, tp):
+    """MLA's attention GEMMs on one GPU, as sglang's DeepseekV2AttentionMLA
+    builds them: q_a and kv_a (with the RoPE part of k) fused in one
+    replicated GEMM when the model has q_lora_rank, else q column-parallel and
+    kv_a replicated; kv_b column-parallel (the MHA path's GEMM, its weight
+    absorbed into q and o for decode); o row-parallel."""
+    mla, hidden = profile['mla'], profile['hidden']
+    q_heads = profile['heads'] // tp
+    kv_a = mla['kv_lora_rank'] + mla['qk_rope_head_dim']
+    qk = mla['qk_nope_head_dim'] + mla['qk_rope_head_dim']
+    if mla['q_lora_rank']:
+        gemms = [{'layer': 'qkv_a', 'n': mla['q_lora_rank'] + kv_a, 'k': hidden},
+                 {'layer': 'q_b', 'n': q_heads * qk, 'k': mla['q_lora_rank']}]
+    else:
+        gemms = [{'layer': 'q', 'n': q_heads * qk, 'k': hidden},
+                 {'layer': 'kv_a', 'n': kv_a, 'k': hidden}]
+    return gemms + [
+        {'layer': 'kv_b', 'n': q_heads * (mla['qk_nope_head_dim'] + mla['v_head_dim']), 'k': mla['kv_lora_rank']},
+        {'layer': 'o', 'n': hidden, 'k': q_heads * mla['v_head_dim']},
+    ]
+
+
+def _mla_fp8_problem(profile, tp, block):
+    """sglang's FP8 block checks at load for MLA's GEMMs: a column-parallel
+    output and a row-parallel input split over tp > 1 must be whole blocks
+    (the replicated qkv_a is not split)."""
+    block_n, block_k = block
+    for gemm in _mla_gemms(profile, tp):
+        if tp > 1 and gemm['layer'] in ('q_b', 'q', 'kv_b') and gemm['n'] % block_n:
+            return ('the %s output partition = %d is not divisible by weight quantization block_n = %d'
+                    % (gemm['layer'], gemm['n'], block_n))
+        if tp > 1 and gemm['layer'] == 'o' and gemm['k'] % block_k:
+            return 'the o input partition = %d is not divisible by weight quantization block_k = %d' % (gemm['k'], block_k)
+    return None
 
 
 def _fp8_problem(profile, tp, q_heads, kv_shard):
@@ -393,11 +783,16 @@ def _fp8_problem(profile, tp, q_heads, kv_shard):
     and MoE methods' create_weights), in substance."""
     block_n, block_k = profile['quantization']['block']
     head_dim = profile['head_dim']
-    for label, size in (('q', q_heads * head_dim), ('k/v', kv_shard * head_dim)):
-        if size % block_n:
-            return 'the qkv %s output partition = %d is not divisible by weight quantization block_n = %d' % (label, size, block_n)
-    if tp > 1 and (q_heads * head_dim) % block_k:
-        return 'the o input partition = %d is not divisible by weight quantization block_k = %d' % (q_heads * head_dim, block_k)
+    if profile.get('mla'):
+        reason = _mla_fp8_problem(profile, tp, (block_n, block_k))
+        if reason:
+            return reason
+    else:
+        for label, size in (('q', q_heads * head_dim), ('k/v', kv_shard * head_dim)):
+            if size % block_n:
+                return 'the qkv %s output partition = %d is not divisible by weight quantization block_n = %d' % (label, size, block_n)
+        if tp > 1 and (q_heads * head_dim) % block_k:
+            return 'the o input partition = %d is not divisible by weight quantization block_k = %d' % (q_heads * head_dim, block_k)
     for label, size in _mlp_sizes(profile):
         shard = size // tp
         if shard % block_n:
@@ -411,7 +806,11 @@ def _fp8_problem(profile, tp, q_heads, kv_shard):
 
 def _nvfp4_problem(profile, tp, q_heads):
     group = profile['quantization']['group_size']
-    ks = [('qkv and gate_up', profile['hidden']), ('o', q_heads * profile['head_dim'])]
+    if profile.get('mla'):
+        ks = [('qkv_a, q and gate_up', profile['hidden'])]
+        ks.extend((gemm['layer'], gemm['k']) for gemm in _mla_gemms(profile, tp) if gemm['k'] != profile['hidden'])
+    else:
+        ks = [('qkv and gate_up', profile['hidden']), ('o', q_heads * profile['head_dim'])]
     ks.extend(('down (%s / tp %d)' % (label, tp), size // tp) for label, size in _mlp_sizes(profile))
     for label, k in ks:
         if k % group:
@@ -424,7 +823,8 @@ def _problem(profile, tp):
     heads, kv_heads = profile['heads'], profile['kv_heads']
     if heads % tp:
         return 'the %d attention heads do not split over %d GPUs' % (heads, tp)
-    if (kv_heads % tp) if tp <= kv_heads else (tp % kv_heads):
+    # MLA has no KV heads to split: its latent KV is one per token
+    if not profile.get('mla') and ((kv_heads % tp) if tp <= kv_heads else (tp % kv_heads)):
         return ('the %d KV heads neither split over %d GPUs nor are replicated on them '
                 '(one of the two must divide the other)' % (kv_heads, tp))
     for label, size in _mlp_sizes(profile):
@@ -470,14 +870,27 @@ def shard_shapes(profile, tp, variable=TP_VARIABLE):
             'intermediate': profile['moe_intermediate'] // tp,
             'renormalize': profile['renormalize'],
         }
-    return {
-        'tp': tp,
-        'gemms': [
+        if profile.get('routing'):
+            moe['routing'] = dict(profile['routing'])
+    if profile.get('mla'):
+        attention = _mla_gemms(profile, tp)
+    else:
+        attention = [
             {'layer': 'qkv', 'n': (q_heads + 2 * kv_shard) * head_dim, 'k': hidden},
             {'layer': 'o', 'n': hidden, 'k': q_heads * head_dim},
-            {'layer': 'gate_up', 'n': 2 * (size // tp), 'k': hidden},
-            {'layer': 'down', 'n': hidden, 'k': size // tp},
-        ],
+        ]
+    gemms = attention + [
+        {'layer': 'gate_up', 'n': 2 * (size // tp), 'k': hidden},
+        {'layer': 'down', 'n': hidden, 'k': size // tp},
+    ]
+    shared = profile.get('shared_intermediate')
+    if shared:
+        # the shared experts: one MLP split over tp like the dense one
+        gemms += [{'layer': 'shared_gate_up', 'n': 2 * (shared // tp), 'k': hidden},
+                  {'layer': 'shared_down', 'n': hidden, 'k': shared // tp}]
+    return {
+        'tp': tp,
+        'gemms': gemms,
         'moe': moe,
         'hidden': hidden,
     }

@@ -351,13 +351,16 @@ options:
   model:
     description:
       - The model the node will serve, to verify it at that model's own shapes - a profile the collection
-        ships (V(qwen3-30b-a3b), V(qwen3-30b-a3b-fp8), V(qwen3-235b-a22b), V(mixtral-8x7b)), or the path on the host
-        of the model's Hugging Face C(config.json) (or of its directory; a C(hf_quant_config.json) beside it is read
-        too). Empty - no model checks.
-      - With a model, the model checks run on every idle GPU - the GEMMs of its layers (qkv, o, gate_up, down) at the
+        ships (V(qwen3-30b-a3b), V(qwen3-30b-a3b-fp8), V(qwen3-235b-a22b), V(mixtral-8x7b), V(deepseek-v3),
+        V(kimi-k2), V(gpt-oss-120b), V(gpt-oss-20b), V(llama-4-scout)), or the path on the host of the model's
+        Hugging Face C(config.json) (or of its directory; a C(hf_quant_config.json) beside it is read too; a
+        multimodal one through its C(text_config)). Empty - no model checks.
+      - With a model, the model checks run on every idle GPU - the GEMMs of its layers (qkv and o, or MLA's qkv_a, q_b
+        or q and kv_a, kv_b and o; gate_up, down; the shared experts' shared_gate_up, shared_down) at the
         per-GPU shard shapes of O(tp_size) in the model's precision, M over 1, 7, 127, 128, 129, 1024 and 2001, and
-        one MoE layer with a router's top-k through each fused MoE backend the GPU supports (flashinfer's, and sglang's
-        triton runner where sglang is installed in the venv - BF16, per-tensor FP8 or the model's FP8 blocks), M over
+        one MoE layer with the model's router (softmax or sigmoid top-k, grouped, with its correction bias and
+        scaling factor, or Llama 4's weight on the input) through each fused MoE backend the GPU supports
+        (flashinfer's, and sglang's triton runner where sglang is installed in the venv - BF16, per-tensor FP8 or the model's FP8 blocks), M over
         1, 7, 128, 129 and 1024, autotuned backends with flashinfer's autotuner off and on, each against fp32 of the
         same inputs - and each
         serving backend is qualified per GPU model; RV(ansible_facts.gpufleet_torch.backends) carries the sglang

@@ -4,7 +4,9 @@ and the MoE check through fake flashinfer fused MoE ops that are right, take
 the gate/up halves in the wrong order, give NaN in a few rows only from
 M=129, are wrong only with the autotuner on, or are missing from the prebuilt
 JIT cache; and through a fake of sglang's triton runner (BF16, per-tensor and
-block FP8) that is right, swapped or NaN from M=129. The engine runs on CPU tensors here (a GPU runs it on the H200:
+block FP8) that is right, swapped or NaN from M=129; and the MoE check routing
+as DeepSeek-V3 (grouped sigmoid with its bias, scaled) and Llama 4 (weight on
+the input) do. The engine runs on CPU tensors here (a GPU runs it on the H200:
 evidence)."""
 import json
 import os
@@ -154,11 +156,16 @@ ENGINE = textwrap.dedent("""\
     """)
 
 
-def test_reference_router_and_each_wrong_backend(torch_cpu_venv):
-    proc = subprocess.run([os.path.join(torch_cpu_venv, "bin", "python"), "-c", ENGINE, os.path.join(ROOT, ".collections")],
+def run_engine(venv, script):
+    """The JSON that script printed last, run on the venv's torch."""
+    proc = subprocess.run([os.path.join(venv, "bin", "python"), "-c", script, os.path.join(ROOT, ".collections")],
                           capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_reference_router_and_each_wrong_backend(torch_cpu_venv):
+    out = run_engine(torch_cpu_venv, ENGINE)
 
     # router: softmax, top-1 renormalized -> weight 1 on expert 1
     assert out["route"] == [[[1.0]], [[1]]]
@@ -223,3 +230,64 @@ def test_reference_router_and_each_wrong_backend(torch_cpu_venv):
         assert swapped["status"] == "failed" and swapped["reason"].startswith("relative error"), swapped
         nan = out["triton nan_from_129 %s" % check]
         assert nan["status"] == "failed" and nan["failed_sizes"] == ["moe, M=129", "moe, M=1024"], nan
+
+
+ROUTED = textwrap.dedent("""\
+    import json, sys, types
+    sys.path.insert(0, sys.argv[1])
+    import torch
+    from ansible_collections.gpufleet.inference.plugins.module_utils import model_checks as mc
+
+    seen = []
+
+    def op(input, token_selected_experts, token_final_scales, fc1_expert_weights, fc2_expert_weights,
+           output_dtype, quant_scales, output=None, use_fused_finalize=True):
+        seen.append((token_selected_experts.clone(), token_final_scales.clone()))
+        inter = fc1_expert_weights.shape[1] // 2
+        result = mc.reference_moe(torch, input, token_final_scales, token_selected_experts,
+                                  fc1_expert_weights[:, inter:], fc1_expert_weights[:, :inter], fc2_expert_weights)
+        output.copy_(result.to(output_dtype))
+        return output
+
+    routers = {
+        'deepseek_v3': {'scoring': 'sigmoid', 'n_group': 4, 'topk_group': 2, 'correction_bias': True,
+                        'routed_scaling_factor': 2.5},
+        'llama4': {'scoring': 'sigmoid', 'weight_on_input': True},
+    }
+    out = {}
+    for family, routing in routers.items():
+        top_k = 1 if routing.get('weight_on_input') else 4
+        shapes = {'tp': 1, 'hidden': 64, 'gemms': [],
+                  'moe': {'experts': 16, 'top_k': top_k, 'hidden': 64, 'intermediate': 32,
+                          'renormalize': family == 'deepseek_v3', 'routing': routing}}
+        flashinfer = types.ModuleType('flashinfer')
+        flashinfer.fused_moe = types.SimpleNamespace(cutlass_fused_moe=op)
+        generator = torch.Generator(device='cpu')
+        generator.manual_seed(mc.SEED)
+        ctx = {'torch': torch, 'generator': generator, 'device': torch.device('cpu'), 'index': 'cpu',
+               'device_name': 'cpu', 'capability': (9, 0), 'modules': {'flashinfer': flashinfer, 'torch': torch}}
+        del seen[:]
+        entry = mc.run_one(torch, 'moe.flashinfer_cutlass.bf16', ctx, shapes, 0.02, False, True)
+        ids = torch.cat([s[0] for s in seen]).long()
+        weights = torch.cat([s[1] for s in seen])
+        out[family] = {'entry': entry, 'left': sorted(ctx), 'groups': sorted(set((ids // 4).flatten().tolist())),
+                       'groups_per_token': int((ids // 4).sort(dim=1)[0].diff(dim=1).ne(0).sum(dim=1).max()) + 1,
+                       'weight_sum': [float(weights.sum(dim=1).min()), float(weights.sum(dim=1).max())],
+                       'weights': sorted(set(weights.flatten().tolist()))[:3]}
+    print(json.dumps(out))
+    """)
+
+
+def test_the_moe_check_routes_as_the_family_does(torch_cpu_venv):
+    out = run_engine(torch_cpu_venv, ROUTED)
+    v3 = out["deepseek_v3"]
+    assert v3["entry"]["status"] == "ok" and v3["entry"]["experts_checked"] == 16, v3["entry"]
+    # every token's 4 experts lie within its 2 groups (of 4), the renormalized weights sum to 2.5
+    assert v3["groups_per_token"] <= 2 and len(v3["groups"]) == 4
+    assert abs(v3["weight_sum"][0] - 2.5) < 1e-4 and abs(v3["weight_sum"][1] - 2.5) < 1e-4
+    llama4 = out["llama4"]
+    assert llama4["entry"]["status"] == "ok", llama4["entry"]
+    # the weight went into the input: the op sees weights of one
+    assert llama4["weights"] == [1.0]
+    # the bias is not left behind for the next check
+    assert "moe_bias" not in v3["left"] and "moe_weights" not in v3["left"]

@@ -127,7 +127,8 @@ def test_the_fp8_and_the_plain_fixture_differ_only_in_quantization_config():
 # ---------------------------------------------------------------- shipped profiles
 
 def test_the_shipped_names():
-    assert sorted(mp.PROFILES) == ['mixtral-8x7b', 'qwen3-235b-a22b', 'qwen3-30b-a3b', 'qwen3-30b-a3b-fp8']
+    assert sorted(mp.PROFILES) == ['deepseek-v3', 'gpt-oss-120b', 'gpt-oss-20b', 'kimi-k2', 'llama-4-scout',
+                                   'mixtral-8x7b', 'qwen3-235b-a22b', 'qwen3-30b-a3b', 'qwen3-30b-a3b-fp8']
     assert mp.PROFILES['qwen3-30b-a3b']['source'] == 'Qwen/Qwen3-30B-A3B'
     assert mp.PROFILES['qwen3-30b-a3b-fp8']['source'] == 'Qwen/Qwen3-30B-A3B-FP8'
     assert mp.PROFILES['qwen3-235b-a22b']['source'] == 'Qwen/Qwen3-235B-A22B'
@@ -580,7 +581,8 @@ def test_resolve_a_config_path_with_its_text_and_its_hf_quant_config():
 def test_resolve_refuses_an_unreadable_config_path():
     text = refused('gpufleet_model', mp.resolve, '/srv/models/none/config.json', 1)
     assert text == ('gpufleet_model: /srv/models/none/config.json is neither a shipped profile '
-                    '(mixtral-8x7b, qwen3-235b-a22b, qwen3-30b-a3b, qwen3-30b-a3b-fp8) nor a readable config.json')
+                    '(deepseek-v3, gpt-oss-120b, gpt-oss-20b, kimi-k2, llama-4-scout, mixtral-8x7b, qwen3-235b-a22b, '
+                    'qwen3-30b-a3b, qwen3-30b-a3b-fp8) nor a readable config.json')
 
 
 def test_resolve_refuses_a_malformed_config_naming_its_path():
