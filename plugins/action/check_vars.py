@@ -195,7 +195,7 @@ class ActionModule(ValidateArgumentSpec):
         self._task.args = args
         result = super().run(tmp, task_vars)
         type_errors = worded(result.get("argument_errors") or [], errors, arguments)
-        if not_checked is not None:
+        if not_checked:
             result["not_checked_offline"] = not_checked
         if not type_errors and not errors:
             return result

@@ -243,8 +243,9 @@ def host_input_errors(values, said=()):
 
 
 def fleet_inventory(values):
-    """The inventory check (playbooks/check_inventory.yml, entry point inventory): the hosts check, then every
-    host's own inputs, on the controller, without connecting to any host."""
+    """The inventory check (playbooks/check_inventory.yml, entry point inventory) and the runs' hosts check
+    (hosts.yml, before any host is touched): fleet_hosts, then every host's own inputs, on the controller, without
+    connecting to any host."""
     said = fleet_hosts(values)
     return said + host_input_errors(values, said)
 
@@ -253,7 +254,8 @@ def fleet_inventory(values):
 # "inputs"): (input, when it applies, what the offline check cannot say, which step of the host's run does).
 NOT_CHECKED_OFFLINE = (
     ("gpufleet_model", lambda i: str(i.get("verify_model") or "").startswith(("/", "~/"))
-     and not i.get("verify_model_config"), "the config.json at {verify_model}", "the verification reads it"),
+     and not i.get("verify_model_config"), "the config.json at {verify_model}",
+     "deploy's preflight reads it before the install"),
     ("gpufleet_textfile_dir", lambda i: bool(i.get("gpufleet_textfile_dir")),
      "the directory {gpufleet_textfile_dir}", "each run's validation looks at it first"),
     ("gpufleet_venv_link", lambda i: bool(i.get("gpufleet_venv_link")),
@@ -262,7 +264,10 @@ NOT_CHECKED_OFFLINE = (
 
 
 def not_checked_offline(values):
-    """What the inventory check cannot judge without the host, once for the hosts it concerns."""
+    """What the inventory check cannot judge without the host, once for the hosts it concerns. Said by the
+    offline check alone (its context's fleet_offline): a run's hosts check leaves it to the hosts' own steps."""
+    if not values.get("fleet_offline"):
+        return []
     hosts_of = {}
     for host, found in _inventory_hosts(values):
         inputs = found.get("inputs") or {}

@@ -12,8 +12,8 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.fleet import (
-    INVENTORY, fleet_hosts, fleet_validate, model_group_errors, nightly_date_errors, report_dir_errors,
-    unknown_variable_errors, words)
+    INVENTORY, fleet_hosts, fleet_validate, model_group_errors, nightly_date_errors, not_checked_offline,
+    report_dir_errors, unknown_variable_errors, words)
 from ansible_collections.gpufleet.inference.tests.unit.plugins.plugin_utils.rules.test_fleet_verify_rules import FLEET
 
 
@@ -200,3 +200,14 @@ def test_each_hosts_validation_says_what_it_set_itself():
                                                     torch_nightly_versions={"torch": PINS["torch"]})}))
     assert [e.split(" ", 1)[0] for e in fleet_validate(values)] == ["gpufleet_expext", "torch_nightly_date"]
     assert fleet_validate(FLEET) == []
+
+
+def test_what_only_the_host_can_tell_is_said_by_the_offline_check_alone():
+    model = {"verify_model": "/models/m", "verify_model_config": {}}
+    values = inventory({"gpu01": dict(host(), inputs=model), "gpu02": dict(host(), inputs=model),
+                        "gpu03": dict(host(), inputs=dict(model, verify_model_config={"hidden_size": 1}))})
+    assert not_checked_offline(dict(values, fleet_offline=True)) == [
+        "gpufleet_model: not checked offline: the config.json at /models/m on gpu01 and gpu02 "
+        "(deploy's preflight reads it before the install)"]
+    # a run's hosts check leaves it to the hosts' own steps, unsaid
+    assert not_checked_offline(values) == []
