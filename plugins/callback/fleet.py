@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Stdout callback gpufleet.inference.fleet: ansible.builtin.default's output, with a host the fleet
-playbooks could not reach, and each host the finish fails, in one line."""
+playbooks could not reach, and each host the finish fails, in one line; the report step's tasks said as the
+controller's."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ description:
   - "The finish step (C(gpufleet.inference.fleet_finish)) fails each host that did not pass in one line,
     C(failed: [host]: the report's words), without the task's source; a host already said unreachable is not
     said again."
+  - "The report step's tasks (C(gpufleet.inference.fleet_report) and the line that says where the report is) run
+    once, on the controller, under the first host's name: they are said as C(localhost)'s, not as a host's that
+    may not have been reached."
 extends_documentation_fragment:
   - ansible.builtin.default_callback
   - ansible.builtin.result_format_callback
@@ -32,6 +36,9 @@ from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 # the steps that find a host unreachable, record it and go on (result host_unreachable)
 REACHING = ("fleet_reach", "verify_host")
 FINISH = "fleet_finish"
+# the report step: its tasks run once, on the controller (run_once), under the first host's name
+REPORT_FILE = "/roles/fleet/tasks/report.yml"
+CONTROLLER = "localhost"
 
 
 def _parts(result):
@@ -46,6 +53,11 @@ def _action(task):
     return str(task.action or "").rsplit(".", 1)[-1]
 
 
+def _on_controller(task):
+    """Whether the task is one of the report step's, run once on the controller."""
+    return bool(task.run_once) and (task.get_path() or "").rsplit(":", 1)[0].endswith(REPORT_FILE)
+
+
 class CallbackModule(DefaultCallback):
     """ansible.builtin.default, a host that was not reached and a host the finish fails in one line each."""
 
@@ -56,6 +68,12 @@ class CallbackModule(DefaultCallback):
     def __init__(self):
         super().__init__()
         self._said_unreachable = set()
+
+    def host_label(self, result):
+        """The controller's name for the report step's tasks, the host's (and its delegate) for the others."""
+        if _on_controller(_parts(result)[0]):
+            return CONTROLLER
+        return DefaultCallback.host_label(result)
 
     def _one_line(self, task, word, host, message, color):
         if self._last_task_banner != task._uuid:

@@ -176,6 +176,9 @@ CASES = [
          "gpufleet_outlier_ratio must be a number > 0 and <= 1", "(got 1.5)"),
     case("health-unknown-field", {"gpufleet_expect": dict(SANDBOX_EXPECT, min_pcie_speed=5)},
          "gpufleet_expect keys must be among", "min_pcie_gen", "(got 'min_pcie_speed')"),
+    # a config.json path on the host is read there by the preflight, before the install (not by the verification)
+    case("model-config-missing", {"gpufleet_model": "/nonexistent/model/config.json"},
+         "gpufleet_model: /nonexistent/model/config.json does not exist on the host"),
     case("textfile-dir-not-writable", {"gpufleet_textfile_dir": "/etc"},
          "gpufleet_textfile_dir must be an existing directory that deploy can write", "(got '/etc': not writable)"),
     # verify.yml
@@ -245,6 +248,11 @@ CASES = [
          "gpufleet_serial must be a number of hosts >= 1, a percentage 1%-100% or a list of them", "(got 0)"),
     case("max-fail-percentage-150", {"gpufleet_max_fail_percentage": 150},
          "gpufleet_max_fail_percentage must be an integer 0-100", "(got '150')", playbook="rollback"),
+    # each host's inputs, judged on the controller before the hosts' play (a run without --limit): once, with
+    # the hosts that have the value
+    case("expect-word-on-every-host", {"gpufleet_expect": dict(SANDBOX_EXPECT, device_count="many")},
+         "gpufleet_expect.device_count must be an integer >= 0", "(got 'many') (on sbx1, sbx2 and sbx3)",
+         playbook="verify", stage=CONTROLLER),
     # what the hosts set themselves, judged on the controller before the hosts' play
     case("unknown-variable", {"gpufleet_expext": {"device_count": 7}},
          "gpufleet_expext is not an input of this collection; did you mean gpufleet_expect?",
@@ -515,9 +523,23 @@ def test_unreachable_host_is_one_line(tmp_path):
                           timeout=300, env={"ANSIBLE_STDOUT_CALLBACK": "gpufleet.inference.fleet"})
     assert result.rc == 2 and mark.exists(), result.out
     body = result.out.split("PLAY RECAP", 1)[0]
-    # the report's tasks run once, on the controller, under the first host's name
-    hosts_tasks = "\n".join(t for t in body.split("\nTASK [") if " : Report | " not in t.split("\n", 1)[0])
+    # the report's tasks run once, on the controller: said as its, not as the first host's
+    report = [t for t in body.split("\nTASK [") if " : Report | " in t.split("\n", 1)[0]]
+    assert len(report) == 2 and all("[localhost]" in t for t in report), body
     for host in ("gpu1", "gpu2"):
-        lines = [line for line in hosts_tasks.splitlines() if "[%s]" % host in line]
+        lines = [line for line in body.splitlines() if "[%s]" % host in line]
         assert len(lines) == 1 and lines[0].startswith("unreachable: [%s]: " % host), (host, lines, result.out)
     assert "Origin:" not in body and "Traceback" not in body, body
+
+
+def test_a_run_refuses_a_bad_input_once_on_the_controller(tmp_path):
+    """verify.yml --check judges every host's inputs before any host is touched: a bad value is said once, with
+    the hosts that have it, and the run writes no report (nor a history entry)."""
+    inventory, mark = offline_inventory(tmp_path, {"gpufleet_expect": {"device_count": "many"}})
+    result = run_playbook(os.path.join(ROOT, "playbooks", "verify.yml"), inventory, check=True, timeout=120)
+    assert result.rc == 2 and not mark.exists(), result.out
+    assert set(result.stats) == {"localhost"}, result.stats
+    said = " ".join(result.out.split())
+    assert "gpufleet_expect.device_count must be an integer >= 0 (got 'many') (on gpu1, gpu2 and gpu3)" in said, said
+    assert not any("[%s]" % host in said for host in OFFLINE_HOSTS), result.out
+    assert "not checked offline" not in said and not (tmp_path / "reports").exists(), result.out
