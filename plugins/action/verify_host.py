@@ -109,6 +109,9 @@ ROLE_OPTIONS = {
         ("xid", "verify_xid", str),
         # the serving flags' file names inside the venv
         ("serving_name", "verify_serving_name", str),
+        # a request served by sglang with the selected flags: auto, off
+        ("served_check", "verify_served_check", str),
+        ("served_timeout", "verify_served_timeout", int),
     ),
 }
 

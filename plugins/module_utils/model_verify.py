@@ -146,6 +146,10 @@ def serving_files(facts):
               'model_shapes': model.get('shapes'), 'sglang_version': chosen.get('sglang_version'),
               'source': chosen.get('source'), 'flags': chosen.get('flags') or {}, 'args': chosen.get('args'),
               'verdicts': chosen.get('verdicts') or {}}
+    served = chosen.get('served') or {}
+    if served.get('status') == 'passed':
+        # what served a request (its timings vary run by run: the report has them)
+        record['served'] = {'args': served.get('args'), 'excluded': served.get('excluded') or []}
     return {'json': json.dumps(record, indent=4, sort_keys=True, separators=(',', ': ')) + '\n',
             'env': chosen.get('env') or ''}
 

@@ -21,7 +21,7 @@ import os
 import time
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import (
-    backends, busy, kernel_checks, model_verify, probe_imports, proof, sglang_serving, torch_probe, xid)
+    backends, busy, kernel_checks, model_verify, probe_imports, proof, served_check, sglang_serving, torch_probe, xid)
 from ansible_collections.gpufleet.inference.plugins.module_utils.expectations import (
     HEALTH_EXPECT_SPEC,
     ProbeError,
@@ -345,7 +345,70 @@ def judge(module, params, facts, ran, use, model, gpu_facts, extra):
         if problem:
             mismatches.append(problem)
     mismatches.extend(serving_stack(module, params, facts, ran, use, model))
+    mismatches.extend(served(module, params, facts, ran, use, model, mismatches))
     return mismatches
+
+
+def _served_skip(module, params, facts, ran, use, model, mismatches):
+    """Why the served check does not run here, or None where it does."""
+    chosen = facts.get('backends') or {}
+    if params.get('served_check') == 'off':
+        return 'gpufleet_served_check: off'
+    if chosen.get('status') != 'selected':
+        return 'no serving flags were selected (backends %s)' % chosen.get('status')
+    if not facts.get('torch_importable') or not sglang_serving.installed(ran['cmd'][0], facts.get('packages')):
+        return 'sglang is not installed in the venv'
+    if not (facts.get('imports') or {}).get('sglang.launch_server', {}).get('ok', False):
+        return 'sglang.launch_server did not import'
+    if mismatches:
+        return 'the host failed the checks before it'
+    if module.check_mode:
+        return 'check mode'
+    return None
+
+
+def served(module, params, facts, ran, use, model, mismatches):
+    """The served-request check (served_check): sglang's own server from the venv, with the selected flags, on
+    idle GPUs, the model reduced to a few layers; a backend whose request fails is excluded and the next qualified
+    one tried. facts['backends']['served'] says what served (or why it was skipped); the flags, args and env follow
+    the backend that served. The mismatches: one where nothing served or the check could not be set up."""
+    if model is None or facts.get('backends') is None:
+        return []
+    chosen = facts['backends']
+    why = _served_skip(module, params, facts, ran, use, model, mismatches)
+    mask, gpus = (None, None) if why else served_check.gpu_mask(use, model['tp'])
+    if why is None and mask is None:
+        why = gpus
+    if why is not None:
+        chosen['served'] = served_check.skipped(why)
+        return []
+    environ = dict(os.environ)
+    environ.update(probe_environ(params, use))
+    environ.update(CUDA_VISIBLE_DEVICES=mask, CUDA_DEVICE_ORDER='PCI_BUS_ID')
+    started = time.time()
+    try:
+        setup = served_check.prepare(params, ran['cmd'][0], environ, model['tp'])
+    except served_check.ServedCheckError as exc:
+        chosen['served'] = dict(served_check.skipped(None), status='failed', reason=str(exc))
+        return ['served: expected the served check to start, found %s' % exc]
+    try:
+        choice = {'qualification': chosen.get('qualification') or {}, 'families': model['families'],
+                  'preference': params.get('backend_preference'), 'required': params.get('backend_required')}
+        result = served_check.check(setup, chosen.get('flags') or {}, choice)
+    finally:
+        served_check.cleanup(setup)
+    result.update(gpus=gpus, tp=model['tp'], layers=setup['override'], config=setup['origin'],
+                  seconds=round(time.time() - started, 3))
+    chosen['served'] = result
+    if result['status'] != 'passed':
+        return ['served: expected a request served by sglang with the qualified flags, found %s' % result['reason']]
+    if result['flags'] != chosen.get('flags'):
+        version = params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION
+        chosen['flags'] = dict(result['flags'])
+        chosen['args'] = backends.render_args(chosen['flags'], version)
+    chosen['env'] = backends.render_env(chosen.get('flags') or {}, params.get('sglang_version') or backends.DEFAULT_SGLANG_VERSION,
+                                        extra={'GPUFLEET_SERVED': result['args'] or 'no backend flags'})
+    return []
 
 
 def sglang_argv(python, sent, isolated=True):

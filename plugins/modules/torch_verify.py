@@ -429,6 +429,25 @@ options:
         files of its last pass. A file name, without C(/). Empty - nothing is written.
     type: str
     default: ''
+  served_check:
+    description:
+      - V(auto) - with a model whose serving flags were selected, sglang installed in the venv and the host's checks
+        passed so far, serve requests through sglang's own server (C(<venv>/bin/python -m sglang.launch_server)) with
+        those flags, C(--load-format dummy), the model's config.json reduced to 2 layers through
+        C(--json-model-override-args) (experts, heads and hidden sizes kept) and C(--skip-tokenizer-init), at
+        O(tp_size) on the first idle GPUs, on a free loopback port; single and batched token-id requests, greedy,
+        with logprobs, pass only when every logprob is finite and no output is one token repeated. A backend whose
+        request fails is excluded and the next qualified one tried; the host fails where none is left, naming each
+        with the server's last log lines. The server's process group is always stopped. Where it cannot run (no idle
+        GPU, no sglang, no flags), C(served) of RV(ansible_facts.gpufleet_torch.backends) says skipped and why.
+      - V(off) - not run (said so in the same place).
+    type: str
+    choices: [auto, 'off']
+    default: auto
+  served_timeout:
+    description: Seconds the served check waits for the server's C(/health) to answer 200, per backend tried.
+    type: int
+    default: 600
   model_jit:
     description:
       - V(cache_only) - a flashinfer module missing from the prebuilt JIT cache is never compiled during verification
@@ -579,6 +598,11 @@ ansible_facts:
               for the model's experts there (C(unknown) where sglang could not be asked), and C(sglang_auto_how) - how
               it was asked (ServerArgs resolved without the model's files, then the MoE quantization method's runner)
               or why not.
+            - C(served) - the served check (O(served_check)) - C(status) (V(passed), V(failed), V(skipped)), C(reason),
+              C(args) (the flags that served; C(flags), C(args) and C(env) follow them, and C(env) says
+              C(GPUFLEET_SERVED)), C(excluded) (backends whose request failed), C(ready_seconds), C(tokens_per_second),
+              C(seconds), C(gpus), C(layers) (the model override) and C(attempts) (per backend tried - C(args),
+              C(status), C(reason), C(log_tail), C(stopped)).
           returned: with O(model)
           type: dict
           sample: {status: selected, flags: {moe_runner: flashinfer_cutlass}, args: "--moe-runner-backend flashinfer_cutlass"}
@@ -917,6 +941,8 @@ def argument_spec():
         xid=dict(type='str', choices=['read', 'off'], default='off'),
         xid_answer=dict(type='dict'),
         serving_name=dict(type='str', default=''),
+        served_check=dict(type='str', choices=['auto', 'off'], default='auto'),
+        served_timeout=dict(type='int', default=600),
     )
 
 

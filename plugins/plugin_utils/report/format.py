@@ -102,10 +102,21 @@ def format_model(row):
         return "-"
     head = "%s tp %s (%s)" % (model.get("name"), model.get("tp"), model.get("precision"))
     if model.get("status") == "selected":
-        return "%s: %s" % (head, model.get("args") or "no flags needed")
+        return "%s: %s%s" % (head, model.get("args") or "no flags needed", format_served(model.get("served")))
     if model.get("status") == "skipped":
         return "%s: backends not qualified (%s)" % (head, model.get("reason"))
     return "%s: %s" % (head, "; ".join(model.get("problems") or []) or model.get("status"))
+
+
+def format_served(served):
+    """The served check after the flags: ``, served (ready 61.5 s, 812.0 tokens/s)``, ``, served: skipped (why)``."""
+    if not isinstance(served, dict):
+        return ""
+    if served.get("status") == "passed":
+        return ", served (ready %s s, %s tokens/s%s)" % (served.get("ready_seconds"), served.get("tokens_per_second"),
+                                                         "; excluded %s" % ", ".join(served["excluded"])
+                                                         if served.get("excluded") else "")
+    return ", served: %s (%s)" % (served.get("status"), one_line(served.get("reason"), 200))
 
 
 def gpu_notes(gpu):

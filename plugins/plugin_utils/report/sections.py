@@ -103,7 +103,17 @@ def read_model(torch):
         "not_passed": [{"check": c.get("check"), "device": c.get("device"), "status": c.get("status"),
                         "reason": c.get("reason")} for c in checks if c.get("status") != "ok"],
         "error": (torch or {}).get("model_checks_error"),
+        # a request served by sglang with the flags (torch_verify served_check), None where not asked
+        "served": _served(backends.get("served")),
     }
+
+
+def _served(served):
+    if not isinstance(served, dict):
+        return None
+    return {"status": served.get("status"), "reason": served.get("reason"), "args": served.get("args"),
+            "excluded": list(served.get("excluded") or []), "ready_seconds": served.get("ready_seconds"),
+            "tokens_per_second": served.get("tokens_per_second")}
 
 
 def read_kernels(torch):

@@ -313,6 +313,13 @@ def serving_errors(values):
         errors.append("gpufleet_drain_wait_seconds must be a number of seconds >= 0 (got %s)" % show(wait))
     errors += hook_errors(values.get("gpufleet_drain_hook"), "gpufleet_drain_hook")
     errors += hook_errors(values.get("gpufleet_return_hook"), "gpufleet_return_hook")
+    served = given(values, "fleet", "gpufleet_served_timeout")
+    if isinstance(served, bool) or number(served, 0, int) < 1:
+        errors.append("gpufleet_served_timeout must be a number of seconds > 0 (got %s)" % show(served))
+    model_path = values.get("gpufleet_serving_model_path")
+    if model_path not in ("", None) and not (isinstance(model_path, str) and _ABSOLUTE_NO_SPACE_RE.match(model_path)):
+        errors.append("gpufleet_serving_model_path must be '' or the absolute path of the model's folder on the host, "
+                      "without spaces (got '%s')" % show(model_path))
     return errors
 
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import re
 
+from ansible.module_utils.parsing.convert_bool import BOOLEANS_TRUE
+
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
-    is_list, list_errors, nothing_changed, show, url_errors)
+    is_list, list_errors, nothing_changed, number, show, url_errors)
 
 # a release as sglang publishes them (0.5.23, 0.5.6.post2, 0.5.0rc1)
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$")
@@ -80,7 +82,53 @@ def sglang_main(values):
     if show(values.get("sglang_wheelhouse")) and values.get("uv_venv_remote_wheelhouse_dir") is None:
         errors.append("sglang_wheelhouse must be '' unless gpufleet.inference.uv_venv pushed the wheelhouse "
                       "(uv_venv_remote_wheelhouse_dir)")
+    errors += unit_errors(values)
     return nothing_changed(errors)
+
+
+# What goes into the unit file: names, paths and an address without anything
+# systemd would interpret (spaces, quotes, $, %), each checked by its pattern.
+_UNIT_PATTERNS = {
+    "name": re.compile(r"^[A-Za-z0-9][A-Za-z0-9@_.-]*$"),
+    "user": re.compile(r"^[a-z_][a-z0-9_.-]*[$]?$"),
+    "host": re.compile(r"^[A-Za-z0-9.:-]+$"),
+    "path": re.compile(r"^/[A-Za-z0-9_./@+-]*[^/]$"),
+    "link": re.compile(r"^(/|~/)[A-Za-z0-9_./@+-]*[^/]$"),
+    "file": re.compile(r"^[A-Za-z0-9_.@+-]+$"),
+}
+
+
+def unit_errors(values):
+    """The serving unit's inputs, where it is asked for (sglang_unit_enabled)."""
+    enabled = values.get("sglang_unit_enabled")
+    if (enabled.lower() if isinstance(enabled, str) else enabled) not in BOOLEANS_TRUE:
+        return []
+    errors = []
+    if not _UNIT_PATTERNS["name"].match(show(values.get("sglang_unit_name"))):
+        errors.append("sglang_unit_name must be a unit name (letters, digits, @ _ . -; got '%s')"
+                      % show(values.get("sglang_unit_name")))
+    if not _UNIT_PATTERNS["user"].match(show(values.get("sglang_unit_user"))):
+        errors.append("sglang_unit_user (gpufleet_serving_user) must name the user the server runs as (got '%s')"
+                      % show(values.get("sglang_unit_user")))
+    if not _UNIT_PATTERNS["path"].match(show(values.get("sglang_unit_model_path"))):
+        errors.append("sglang_unit_model_path (gpufleet_serving_model_path) must be the absolute path of the model's "
+                      "folder on the host, without spaces (got '%s')" % show(values.get("sglang_unit_model_path")))
+    if not _UNIT_PATTERNS["link"].match(show(values.get("sglang_unit_venv_link"))):
+        errors.append("sglang_unit_venv_link (gpufleet_venv_link) must be an absolute or ~/ path without spaces, "
+                      "not ending in / (got '%s')" % show(values.get("sglang_unit_venv_link")))
+    if not _UNIT_PATTERNS["file"].match(show(values.get("sglang_unit_env_file"))):
+        errors.append("sglang_unit_env_file must be a file name without / (got '%s')" % show(values.get("sglang_unit_env_file")))
+    if not _UNIT_PATTERNS["host"].match(show(values.get("sglang_unit_host"))):
+        errors.append("sglang_unit_host (gpufleet_serving_host) must be an address or a host name (got '%s')"
+                      % show(values.get("sglang_unit_host")))
+    port = number(values.get("sglang_unit_port"), 0, int)
+    if not 1 <= port <= 65535:
+        errors.append("sglang_unit_port (gpufleet_serving_port) must be a port, 1 to 65535 (got %s)"
+                      % show(values.get("sglang_unit_port")))
+    if number(values.get("sglang_unit_tp"), 0, int) < 1:
+        errors.append("sglang_unit_tp (gpufleet_tp_size) must be a positive integer (got %s)"
+                      % show(values.get("sglang_unit_tp")))
+    return errors
 
 
 # entry point -> rules(values) -> [message]: main, the one entry point with a spec

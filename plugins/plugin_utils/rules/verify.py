@@ -33,6 +33,10 @@ def verify_main(values):
     timeout = values.get("verify_timeout")
     if not (_DIGITS_RE.match(show(timeout)) and number(timeout, 0, int) > 0):
         errors.append("verify_timeout must be a number of seconds > 0 (got %s)" % show(timeout))
+    served = given(values, "verify", "verify_served_timeout")
+    if not (_DIGITS_RE.match(show(served)) and number(served, 0, int) > 0):
+        errors.append("verify_served_timeout (gpufleet_served_timeout) must be a number of seconds > 0 (got %s)"
+                      % show(served))
     memory = given(values, "verify", "verify_busy_memory_mib")
     if number(memory, 0, int) < 1:
         errors.append("verify_busy_memory_mib (gpufleet_busy_memory_mib) must be a number of MiB > 0 (got %s)"
