@@ -35,7 +35,7 @@ results="$logs/results"   # one line per counted group: PASSED FAILED LABEL
 export GPUFLEET_SANDBOX_FAILURE_LOG="$logs/sandbox-failures.log"
 t0=$(date +%s)
 # The suite's disk: a test's tmp_path goes when it passes (retention "failed",
-# above: a failed one stays for reading), and the least free space on the
+# in count_pytest below: a failed one stays for reading), and the least free space on the
 # filesystem that holds the checkout, the sandbox hosts and the caches is
 # sampled every 10 s and printed at the end, since a full disk fails tests
 # far from their cause.

@@ -113,7 +113,10 @@ def judged_inputs(loader, hostvars, hosts, judge, keep):
     defaults, options = {}, {}
     for role, entry_point in judge:
         path = os.path.join(ROOT, "roles", role, "defaults", "main.yml")
-        found = loader.load_from_file(path, trusted_as_template=True) or {}
+        try:
+            found = loader.load_from_file(path, trusted_as_template=True) or {}
+        except TypeError:  # ansible-core before 2.19: every loaded string may be a template
+            found = loader.load_from_file(path) or {}
         defaults = combine_vars(defaults, found)
         spec = loader.load_from_file(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) or {}
         options[(role, entry_point)] = spec["argument_specs"][entry_point].get("options") or {}

@@ -55,6 +55,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import json
 import math
 import os
@@ -64,6 +65,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.urls import open_url
@@ -195,7 +197,11 @@ def write_model_folder(folder, config, quant=None):
 def server_argv(python, model_dir, args, tp, port, override):
     """sglang's command line: the venv's interpreter, the dummy-weight model
     reduced by override, token ids in and out, tp, the loopback port, then
-    the serving flags (args: a list, as backends.render_args splits)."""
+    the serving flags (args: a list, as backends.render_args splits). A
+    multimodal model (its override under text_config) serves its language
+    model only: the model folder holds no processor files, which sglang
+    would load at start for most multimodal architectures."""
+    multimodal = ['--language-model-only'] if 'text_config' in override else []
     return [python, '-m', 'sglang.launch_server',
             '--model-path', model_dir,
             '--load-format', 'dummy',
@@ -203,7 +209,7 @@ def server_argv(python, model_dir, args, tp, port, override):
             '--skip-tokenizer-init',
             '--tp-size', str(tp),
             '--host', HOST,
-            '--port', str(port)] + list(args)
+            '--port', str(port)] + multimodal + list(args)
 
 
 def free_port(host=HOST):
@@ -224,11 +230,33 @@ def gpu_mask(use, tp):
     if len(devices) < tp:
         return None, 'tp %d needs %d idle GPUs, found %d (%s)' % (tp, tp, len(devices),
                                                                   ', '.join(str(index) for index in devices))
-    by_index = dict((gpu.get('index'), gpu) for gpu in use.get('gpus') or [])
     chosen = list(devices[:tp])
-    if all(by_index.get(index, {}).get('uuid') for index in chosen):
-        return ','.join(by_index[index]['uuid'] for index in chosen), chosen
+    # nvidia-smi's indexes (with CUDA_DEVICE_ORDER=PCI_BUS_ID they are CUDA's), never UUIDs:
+    # sglang 0.5.23 reads CUDA_VISIBLE_DEVICES as integers for tp 2 and more
+    # (custom_all_reduce_utils.can_use_custom_all_reduce_with_nvlink, quick_all_reduce)
     return ','.join(str(index) for index in chosen), chosen
+
+
+class Ended(SystemExit):
+    """The module was told to end (SIGTERM, SIGHUP, SIGINT) while a server ran."""
+
+
+@contextlib.contextmanager
+def signals_end_the_check():
+    """While the check runs, SIGTERM, SIGHUP and SIGINT raise Ended, so that the
+    finally blocks stop the server's process group and remove the model folder:
+    Python's default for SIGTERM and SIGHUP ends the process without them, and
+    the server, in a session of its own, would keep the GPUs (an ssh session
+    that drops, a job that is killed)."""
+    def end(number, frame):
+        raise Ended(128 + number)
+    numbers = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
+    previous = dict((number, signal.signal(number, end)) for number in numbers)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def start(argv, environ, log_path):
@@ -327,8 +355,9 @@ def _http(method, url, body=None, timeout=10.0):
         status, raw = response.getcode(), response.read()
     except HTTPError as exc:
         status, raw = exc.code, exc.read()
-    except (URLError, socket.timeout, OSError) as exc:
-        return None, str(getattr(exc, 'reason', exc))
+    except (URLError, socket.timeout, OSError, HTTPException) as exc:
+        # HTTPException: an answer cut short (IncompleteRead, BadStatusLine), as a server that dies mid-answer gives
+        return None, str(getattr(exc, 'reason', exc)) or exc.__class__.__name__
     text = raw.decode('utf-8', 'replace')
     try:
         return status, json.loads(text)

@@ -394,7 +394,8 @@ def served(module, params, facts, ran, use, model, mismatches):
     try:
         choice = {'qualification': chosen.get('qualification') or {}, 'families': model['families'],
                   'preference': params.get('backend_preference'), 'required': params.get('backend_required')}
-        result = served_check.check(setup, chosen.get('flags') or {}, choice)
+        with served_check.signals_end_the_check():
+            result = served_check.check(setup, chosen.get('flags') or {}, choice)
     finally:
         served_check.cleanup(setup)
     result.update(gpus=gpus, tp=model['tp'], layers=setup['override'], config=setup['origin'],

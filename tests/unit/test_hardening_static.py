@@ -343,6 +343,7 @@ ROOT_LOCATIONS = {
     "/opt/": "root-owned tool prefixes (uv)",
     "/var/cache/gpufleet/": "root-owned work area of system installs",
     "/var/lock/gpufleet": "per-host run lock",
+    "/etc/systemd/system/": "the serving unit, where the operator asks for one (gpufleet_serving_unit)",
 }
 # Commands that may run as root, with what they are for. Their path
 # arguments must still lie in ROOT_LOCATIONS.
@@ -357,7 +358,8 @@ ROOT_COMMANDS = {
 # None: the host lock is a module (host_lock, its path in PATH_KEYS).
 ROOT_SCRIPTS = {}
 # Modules whose whole purpose needs root.
-ROOT_MODULES = {"apt": "system packages", "package": "system packages"}
+ROOT_MODULES = {"apt": "system packages", "package": "system packages",
+                "systemd_service": "enable the serving unit (gpufleet_serving_unit); it is never started here"}
 # Tasks that run a command the operator wrote, as root by the operator's choice.
 OPERATOR_ROOT_TASKS = {
     "roles/fleet/tasks/hook.yml: Serving | Run the hook command as root ({{ fleet_hook_action }})":

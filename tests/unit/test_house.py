@@ -442,7 +442,7 @@ def test_an_action_runs_its_module_by_name(tmp_path):
 # a call needs no rolespec_validate: false. It stays only where a call cannot
 # avoid it (the hosts check of playbooks/fleet_run.yml, whose entry point's
 # spec is what that check reads).
-MAX_ROLESPEC_VALIDATE_FALSE = 2
+MAX_ROLESPEC_VALIDATE_FALSE = 1
 
 
 def _rolespec_validate_false():

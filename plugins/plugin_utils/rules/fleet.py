@@ -14,6 +14,8 @@ import re
 import tempfile
 from collections.abc import Mapping
 
+from ansible.module_utils.parsing.convert_bool import BOOLEANS_TRUE
+
 from ansible_collections.gpufleet.inference.plugins.plugin_utils import internal_names
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.nightly import (
     NightlyInputError, nightly_date_valid, nightly_version_parse)
@@ -320,6 +322,12 @@ def serving_errors(values):
     if model_path not in ("", None) and not (isinstance(model_path, str) and _ABSOLUTE_NO_SPACE_RE.match(model_path)):
         errors.append("gpufleet_serving_model_path must be '' or the absolute path of the model's folder on the host, "
                       "without spaces (got '%s')" % show(model_path))
+    unit = values.get("gpufleet_serving_unit")
+    if (unit.lower() if isinstance(unit, str) else unit) in BOOLEANS_TRUE and not (
+            values.get("gpufleet_model") or values.get("gpufleet_model_config")):
+        # the unit reads the serving flags from the env file, which the verification writes for a model only
+        errors.append("gpufleet_serving_unit needs gpufleet_model (or gpufleet_model_config): the unit's flags come "
+                      "from the env file the verification writes for the served model, and none is set")
     return errors
 
 

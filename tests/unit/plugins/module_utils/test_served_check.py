@@ -126,7 +126,11 @@ def test_the_override_keeps_experts_heads_and_sizes_and_reduces_the_layers():
     deepseek = sc.override_args(sc.model_config({'model': 'deepseek-v3'})[0])
     # 3 dense layers first: lowered so that layer 1 is MoE
     assert deepseek == {'num_hidden_layers': 2, 'first_k_dense_replace': 1}
-    assert sc.override_args(sc.model_config({'model': 'llama-4-scout'})[0]) == {'text_config': {'num_hidden_layers': 2}}
+    llama4 = sc.override_args(sc.model_config({'model': 'llama-4-scout'})[0])
+    assert llama4 == {'text_config': {'num_hidden_layers': 2}}
+    # a multimodal model serves its language model only (no processor files in the model folder)
+    assert '--language-model-only' in sc.server_argv('/v/bin/python', '/tmp/m', [], 1, 1, llama4)
+    assert '--language-model-only' not in sc.server_argv('/v/bin/python', '/tmp/m', [], 1, 1, deepseek)
 
 
 def test_the_override_cuts_per_layer_lists_and_keeps_a_small_model_whole():
@@ -151,10 +155,11 @@ def test_the_hosts_config_json_is_copied_with_its_quant_config(tmp_path):
     assert sc.vocab_size(config) == 1000
 
 
-def test_the_first_tp_idle_gpus_by_uuid():
+def test_the_first_tp_idle_gpus_by_index_never_uuid():
+    # sglang 0.5.23 parses CUDA_VISIBLE_DEVICES as integers at tp >= 2: UUIDs would stop every server
     use = {'numeric': True, 'requested': 'auto', 'devices': [1, 3, 4],
            'gpus': [{'index': i, 'uuid': 'GPU-%d' % i} for i in range(5)]}
-    assert sc.gpu_mask(use, 2) == ('GPU-1,GPU-3', [1, 3])
+    assert sc.gpu_mask(use, 2) == ('1,3', [1, 3])
     assert sc.gpu_mask(use, 4) == (None, 'tp 4 needs 4 idle GPUs, found 3 (1, 3, 4)')
     assert sc.gpu_mask(dict(use, numeric=False, devices=[], requested='in_service'), 1) == (
         None, 'no idle GPU (mode in_service)')
@@ -339,3 +344,19 @@ def test_a_required_backend_has_no_other_to_try():
 def test_a_skip_is_never_a_pass():
     record = sc.skipped('sglang is not installed in the venv')
     assert record['status'] == 'skipped' and record['args'] is None and record['reason']
+
+
+def test_a_signal_to_the_module_ends_the_check_through_its_finally_blocks():
+    # SIGTERM's default would end the process without the finally blocks that stop the server's group
+    import signal as signals
+    before = signals.getsignal(signals.SIGTERM)
+    stopped = []
+    with pytest.raises(sc.Ended) as ended:
+        with sc.signals_end_the_check():
+            try:
+                os.kill(os.getpid(), signals.SIGTERM)
+                time.sleep(5)
+            finally:
+                stopped.append(True)
+    assert stopped == [True] and ended.value.code == 128 + signals.SIGTERM
+    assert signals.getsignal(signals.SIGTERM) is before

@@ -254,3 +254,14 @@ def test_every_entry_point_that_shares_main_options_shares_its_rules():
     # main of the eight roles with main rules (their other entry points have no
     # argument spec of their own: they take main's options, checked by main's rules)
     assert checked >= 8
+
+
+@pytest.mark.parametrize("unit", [True, "yes", "true"])
+def test_a_serving_unit_without_a_model_is_refused(unit):
+    # the unit's EnvironmentFile is written by the verification only for a served model
+    assert fleet_validate(dict(FLEET, gpufleet_serving_unit=unit, gpufleet_model="")) == [
+        "gpufleet_serving_unit needs gpufleet_model (or gpufleet_model_config): the unit's flags come from the env "
+        "file the verification writes for the served model, and none is set"]
+    assert fleet_validate(dict(FLEET, gpufleet_serving_unit=unit, gpufleet_model="qwen3-30b-a3b")) == []
+    assert fleet_validate(dict(FLEET, gpufleet_serving_unit=unit, gpufleet_model_config={"hidden_size": 8})) == []
+    assert fleet_validate(dict(FLEET, gpufleet_serving_unit=False, gpufleet_model="")) == []
