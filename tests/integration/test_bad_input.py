@@ -543,3 +543,25 @@ def test_a_run_refuses_a_bad_input_once_on_the_controller(tmp_path):
     assert "gpufleet_expect.device_count must be an integer >= 0 (got 'many') (on gpu1, gpu2 and gpu3)" in said, said
     assert not any("[%s]" % host in said for host in OFFLINE_HOSTS), result.out
     assert "not checked offline" not in said and not (tmp_path / "reports").exists(), result.out
+
+
+def test_deploy_refuses_two_gpu_model_groups_and_an_unwritable_report_dir_before_any_host(tmp_path):
+    """A host in two GPU models' groups (each sets gpufleet_expect) and a report directory the controller cannot
+    make: both named by deploy.yml's hosts check on the controller, no host reached, no report written."""
+    inventory, mark = offline_inventory(tmp_path, {})
+    hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+    gpus = hosts["all"]["children"]["gpus"]["hosts"]
+    hosts["all"]["children"].update({"h200": {"hosts": {"gpu1": None, "gpu2": None}},
+                                     "rtx_pro_6000": {"hosts": {"gpu1": None}}})
+    (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    (inventory / "group_vars" / "h200.yml").write_text(yaml.safe_dump({"gpufleet_expect": {"device_count": 8}}))
+    (inventory / "group_vars" / "rtx_pro_6000.yml").write_text(yaml.safe_dump({"gpufleet_expect": {"device_count": 4}}))
+    result = run_playbook(os.path.join(ROOT, "playbooks", "deploy.yml"), inventory, timeout=120,
+                          extra_vars={"gpufleet_report_dir": "/proc/gpufleet"})
+    assert result.rc == 2 and not mark.exists(), result.out
+    assert set(result.stats) == {"localhost"} and sorted(gpus) == ["gpu1", "gpu2", "gpu3"], result.stats
+    said = " ".join(result.out.split())
+    assert ("gpu1 is in h200 and rtx_pro_6000, which both set gpufleet_expect: a host takes one GPU model's group"
+            in said), said
+    assert "gpufleet_report_dir must be a directory the controller can make and write (got '/proc/gpufleet'" in said
+    assert not os.path.exists("/proc/gpufleet")
