@@ -19,9 +19,14 @@ layer is MoE) and the shared experts'. The MoE shape carries the family's
 router (softmax or sigmoid top-k, renormalized or not, grouped top-k with a
 score correction bias, a routed scaling factor, Llama 4's weight on the
 input), which the reference MoE of model_checks follows. A multimodal
-config.json is read through its text_config. A config.json field that
-decides the GEMMs and that no profile models (UNMODELLED) is refused naming
-it: such a model is never given another family's shapes.
+config.json is read through its text_config. The quantization is read from
+quant_method fp8 (per tensor or in blocks), modelopt (or hf_quant_config.json:
+NVFP4, FP8), mxfp4 (gpt-oss: the experts in MXFP4, the rest in BF16) and
+compressed-tensors (llm-compressor's NVFP4 and FP8 W8A8, mapped to the NVFP4
+and FP8 handling); any other is refused naming the field and its value. A
+config.json field that decides the GEMMs and that no profile models
+(UNMODELLED) is refused naming it: such a model is never given another
+family's shapes.
 
 Every refusal is a ProfileError whose text starts with the variable to
 change (gpufleet_model or gpufleet_tp_size) and names what is allowed.
@@ -37,11 +42,29 @@ import json
 MODEL_VARIABLE = 'gpufleet_model'
 TP_VARIABLE = 'gpufleet_tp_size'
 
-QUANT_METHODS = ('none', 'fp8', 'nvfp4')
-ALLOWED_QUANT = 'allowed: %s' % ', '.join(QUANT_METHODS)
+QUANT_METHODS = ('none', 'fp8', 'nvfp4', 'mxfp4')
+# The quant_method values of config.json read, besides ModelOpt's
+# hf_quant_config.json.
+CONFIG_QUANT_METHODS = ('fp8', 'modelopt', 'mxfp4', 'compressed-tensors')
+ALLOWED_QUANT = 'allowed: fp8, modelopt (NVFP4, FP8), mxfp4, compressed-tensors (NVFP4, FP8)'
+ALLOWED_ALGO = 'allowed: NVFP4, FP8'
 # ModelOpt NVFP4: one FP8 scale per 16 FP4 weights along K unless the
 # checkpoint says otherwise.
 NVFP4_GROUP_SIZE = 16
+# MXFP4 (gpt-oss): 4-bit e2m1 weights with one e8m0 (power of two) scale per
+# 32 along K. sglang's Mxfp4Config quantizes the MoE experts only (its linear
+# layers stay BF16) and its gpt-oss loader asserts that the experts'
+# intermediate size is whole blocks of 32.
+MXFP4_GROUP_SIZE = 32
+# compressed-tensors (llm-compressor's checkpoints), as sglang 0.5.23's
+# CompressedTensorsConfig tells its schemes apart (_is_fp4a4_nvfp4,
+# _is_fp8_w8a8): what one config_groups entry may hold to be read here.
+CT_FP8_STRATEGIES = ('tensor', 'channel', 'block')
+CT_FP8_FORMATS = ('float-quantized', 'naive-quantized')
+CT_NVFP4_FORMATS = ('nvfp4-pack-quantized',)
+CT_READ = ('compressed-tensors read: NVFP4 W4A4 (weights and input_activations type float, num_bits 4, strategy '
+           'tensor_group, group_size 16) and FP8 W8A8 (type float, num_bits 8, weights strategy tensor, channel or '
+           'block)')
 
 # What the kernel checks use when no model is given: kernel_checks.GEMM_NK
 # and kernel_checks.HIDDEN (kept equal by the unit tests; not imported, so
@@ -84,6 +107,11 @@ _GPT_OSS_120B = {
     'num_local_experts': 128,
     'num_experts_per_tok': 4,
     'vocab_size': 201088,
+    'quantization_config': {
+        'quant_method': 'mxfp4',
+        'modules_to_not_convert': ['model.layers.*.self_attn', 'model.layers.*.mlp.router', 'model.embed_tokens',
+                                   'lm_head'],
+    },
 }
 
 PROFILES = {
@@ -215,10 +243,14 @@ PROFILES = {
     # 128 experts, top 4, head_dim 64 with 64 query / 8 KV heads, expert size
     # = intermediate_size 2880). Its router takes the softmax over the top-k
     # logits: renormalize is True for model_type gpt_oss, as in sglang's
-    # GptOssSparseMoeBlock. The published experts are MXFP4 (quant_method
-    # mxfp4, as transformers' conversion script writes it), which this version
-    # does not read: the profile gives the BF16 shapes, and the MoE checks run
-    # silu(gate) * up, not gpt-oss's clamped SwiGLU with expert biases.
+    # GptOssSparseMoeBlock. The published experts are MXFP4: quantization_config
+    # is the one transformers' convert_gpt_oss_weights_to_hf.py writes for the
+    # MXFP4 checkpoint (quant_method mxfp4, modules_to_not_convert: attention,
+    # router, embeddings, lm_head), the same as other projects' copies of the
+    # published config.json. The experts' GEMMs and the MoE have no MXFP4
+    # check in this version (skipped with the reason); the attention GEMMs are
+    # checked in BF16. A BF16 MoE check would run silu(gate) * up, not
+    # gpt-oss's clamped SwiGLU with expert biases.
     'gpt-oss-120b': _GPT_OSS_120B,
     # gpt-oss-120b's fields with 24 layers and 32 experts (the published
     # gpt-oss-20b config.json, as other projects' code for it carries it).
@@ -376,8 +408,8 @@ def _quant_none():
     return {'method': 'none', 'block': None, 'group_size': None}
 
 
-def _unsupported(where, found, variable):
-    return ProfileError(variable, '%s %r is not supported (%s)' % (where, found, ALLOWED_QUANT))
+def _unsupported(where, found, variable, allowed=ALLOWED_QUANT):
+    return ProfileError(variable, '%s %r is not supported (%s)' % (where, found, allowed))
 
 
 def _fp8_block(section, where, variable):
@@ -411,7 +443,134 @@ def _modelopt(section, where, variable):
         return {'method': 'nvfp4', 'block': None, 'group_size': _nvfp4_group(section, where, variable)}
     if algo == 'FP8':
         return {'method': 'fp8', 'block': None, 'group_size': None}
-    raise _unsupported('%s.quant_algo' % where, algo, variable)
+    raise _unsupported('%s.quant_algo' % where, algo, variable, ALLOWED_ALGO)
+
+
+def _names_list(section, field, where, variable):
+    """A list of module names (modules_to_not_convert, ignore), [] when absent."""
+    names = section.get(field)
+    if names is None:
+        return []
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ProfileError(variable, '%s.%s must be a list of module names, found %r' % (where, field, names))
+    return list(names)
+
+
+def _mxfp4(section, where, variable):
+    """gpt-oss's MXFP4 (transformers' Mxfp4Config): the MoE experts in MXFP4,
+    the modules_to_not_convert (attention, the router, embeddings, lm_head)
+    in BF16."""
+    return {'method': 'mxfp4', 'block': None, 'group_size': MXFP4_GROUP_SIZE, 'format': 'mxfp4',
+            'not_converted': _names_list(section, 'modules_to_not_convert', where, variable)}
+
+
+def _ct_refused(field, found, variable, why=None):
+    return ProfileError(variable, '%s %r is not supported (%s%s)' % (field, found, CT_READ, '; ' + why if why else ''))
+
+
+def _ct_args(group, key, gwhere, variable, required=True):
+    args = group.get(key)
+    if args is None and not required:
+        return None
+    if not isinstance(args, dict):
+        raise ProfileError(variable, '%s.%s must be a JSON object of quantization args, found %r' % (gwhere, key, args))
+    return args
+
+
+def _ct_float(args, awhere, bits, variable):
+    if args.get('type') != 'float':
+        raise _ct_refused(awhere + '.type', args.get('type'), variable,
+                          'integer weights or activations (int4 weight-only, int8 W8A8) have no check here')
+    if args.get('num_bits') != bits:
+        raise _ct_refused(awhere + '.num_bits', args.get('num_bits'), variable)
+    if args.get('symmetric') is False:
+        raise _ct_refused(awhere + '.symmetric', False, variable)
+
+
+def _ct_group(group, gwhere, quant_format, variable):
+    """One config_groups entry -> (method, block, group_size, weight strategy)."""
+    if not isinstance(group, dict):
+        raise ProfileError(variable, '%s must be a JSON object, found %s' % (gwhere, type(group).__name__))
+    targets = group.get('targets')
+    if targets is not None and 'Linear' not in (targets if isinstance(targets, list) else [targets]):
+        # experts-only or attention-only groups: layers of several precisions
+        raise _ct_refused(gwhere + '.targets', targets, variable,
+                          'only groups that target every Linear layer (targets ["Linear"]) are read')
+    quant_format = group.get('format') or quant_format
+    weights = _ct_args(group, 'weights', gwhere, variable)
+    acts = _ct_args(group, 'input_activations', gwhere, variable, required=False)
+    wwhere, awhere = gwhere + '.weights', gwhere + '.input_activations'
+    if weights.get('type') != 'float':
+        raise _ct_refused(wwhere + '.type', weights.get('type'), variable,
+                          'integer weights (int4 weight-only, int8 W8A8) have no check here')
+    bits = weights.get('num_bits')
+    if bits == 4:
+        _ct_float(weights, wwhere, 4, variable)
+        if quant_format not in CT_NVFP4_FORMATS:
+            raise _ct_refused(gwhere + '.format', quant_format, variable)
+        for args, awhere_ in ((weights, wwhere), (acts, awhere)):
+            if args is None:
+                raise _ct_refused(awhere, None, variable, 'weight-only NVFP4 (W4A16) runs other kernels than the '
+                                  'NVFP4 GEMM checks')
+            _ct_float(args, awhere_, 4, variable)
+            if args.get('strategy') != 'tensor_group':
+                raise _ct_refused(awhere_ + '.strategy', args.get('strategy'), variable)
+            if args.get('group_size') != NVFP4_GROUP_SIZE:
+                raise _ct_refused(awhere_ + '.group_size', args.get('group_size'), variable)
+        return 'nvfp4', None, NVFP4_GROUP_SIZE, 'tensor_group'
+    if bits == 8:
+        _ct_float(weights, wwhere, 8, variable)
+        if quant_format not in CT_FP8_FORMATS:
+            raise _ct_refused(gwhere + '.format', quant_format, variable)
+        strategy = weights.get('strategy')
+        if strategy not in CT_FP8_STRATEGIES:
+            raise _ct_refused(wwhere + '.strategy', strategy, variable)
+        if weights.get('dynamic') not in (None, False):
+            raise _ct_refused(wwhere + '.dynamic', weights.get('dynamic'), variable)
+        if acts is None:
+            raise _ct_refused(awhere, None, variable, 'weight-only FP8 (W8A16) runs other kernels than the FP8 checks')
+        _ct_float(acts, awhere, 8, variable)
+        # sglang's _is_fp8_w8a8: dynamic activations of any strategy, static ones per tensor
+        if acts.get('dynamic') in (None, False) and acts.get('strategy') != 'tensor':
+            raise _ct_refused(awhere + '.strategy', acts.get('strategy'), variable,
+                              'static FP8 activations are read per tensor only')
+        block = None
+        if strategy == 'block':
+            block = weights.get('block_structure')
+            if (not isinstance(block, list) or len(block) != 2
+                    or not all(_is_int(size) and size > 0 for size in block)):
+                raise ProfileError(variable, '%s.block_structure must be two positive integers [n, k], found %r'
+                                   % (wwhere, block))
+            block = list(block)
+        return 'fp8', block, None, strategy
+    raise _ct_refused(wwhere + '.num_bits', bits, variable)
+
+
+def _compressed_tensors(section, where, variable):
+    """llm-compressor's quantization_config: every config_groups entry NVFP4
+    (mapped to the ModelOpt NVFP4 handling: group 16, FP8 e4m3 scales) or every
+    one FP8 W8A8 (per-tensor or per-channel scales: the per-tensor handling;
+    [n, k] blocks: the FP8 block handling); ignore lists the modules left in
+    BF16. Anything else is refused naming the field and its value."""
+    sparsity = section.get('sparsity_config')
+    if isinstance(sparsity, dict) and sparsity.get('format') not in (None, 'dense'):
+        raise ProfileError(variable, '%s.sparsity_config.format %r is not supported (sparse weights run other '
+                           'kernels; read: dense)' % (where, sparsity.get('format')))
+    groups = section.get('config_groups')
+    if not isinstance(groups, dict) or not groups:
+        raise ProfileError(variable, '%s.config_groups must be a non-empty JSON object (compressed-tensors\' '
+                           'quantization schemes), found %r' % (where, groups))
+    quant_format = section.get('format')
+    schemes = [(key, _ct_group(groups[key], '%s.config_groups.%s' % (where, key), quant_format, variable))
+               for key in sorted(groups)]
+    first_key, first = schemes[0]
+    for key, scheme in schemes[1:]:
+        if scheme[:3] != first[:3]:
+            raise ProfileError(variable, '%s.config_groups %s (%s) and %s (%s) disagree: a checkpoint whose layers '
+                               'have several precisions is not read' % (where, first_key, first[0], key, scheme[0]))
+    method, block, group_size, strategy = first
+    return {'method': method, 'block': block, 'group_size': group_size, 'format': 'compressed-tensors',
+            'weight_scales': strategy, 'not_converted': _names_list(section, 'ignore', where, variable)}
 
 
 def _parse_quant(section, where, variable):
@@ -425,6 +584,10 @@ def _parse_quant(section, where, variable):
         return {'method': 'fp8', 'block': _fp8_block(section, where, variable), 'group_size': None}
     if method == 'modelopt':
         return _modelopt(section, where, variable)
+    if method == 'mxfp4':
+        return _mxfp4(section, where, variable)
+    if method == 'compressed-tensors':
+        return _compressed_tensors(section, where, variable)
     raise _unsupported('%s.quant_method' % where, method, variable)
 
 
@@ -440,7 +603,8 @@ def _quantization(config, quant_config, variable):
         found.append(_parse_quant(quant_config, 'hf_quant_config.json', variable))
     if not found:
         return _quant_none()
-    if len(found) == 2 and found[0] != found[1]:
+    keys = ('method', 'block', 'group_size')
+    if len(found) == 2 and [found[0].get(key) for key in keys] != [found[1].get(key) for key in keys]:
         raise ProfileError(variable, 'config.json quantization_config (%s) and hf_quant_config.json (%s) disagree'
                            % (found[0]['method'], found[1]['method']))
     return found[0]
@@ -710,7 +874,21 @@ def profile_from_config(config, quant_config=None, name=None, variable=MODEL_VAR
         quant_source = config if config.get('quantization_config') or config.get('compression_config') else text
     profile['name'] = name or architecture
     profile['quantization'] = _quantization(quant_source, quant_config, variable)
+    if profile['quantization']['method'] == 'mxfp4':
+        _mxfp4_experts(profile, variable)
     return profile
+
+
+def _mxfp4_experts(profile, variable):
+    """MXFP4 quantizes the MoE experts only, in whole blocks of 32 along K."""
+    if not profile['experts']:
+        raise ProfileError(variable, "config.json quantization_config.quant_method 'mxfp4' on a model without "
+                           "experts: MXFP4 quantizes MoE experts only (sglang's Mxfp4Config), so nothing would be "
+                           "MXFP4")
+    for label, size in (('hidden_size', profile['hidden']), ('the experts\' intermediate size', profile['moe_intermediate'])):
+        if size % MXFP4_GROUP_SIZE:
+            raise ProfileError(variable, 'config.json %s %d is not whole MXFP4 blocks of %d'
+                               % (label, size, MXFP4_GROUP_SIZE))
 
 
 def shipped(name, variable=MODEL_VARIABLE):
@@ -883,6 +1061,10 @@ def shard_shapes(profile, tp, variable=TP_VARIABLE):
         {'layer': 'gate_up', 'n': 2 * (size // tp), 'k': hidden},
         {'layer': 'down', 'n': hidden, 'k': size // tp},
     ]
+    if profile['quantization']['method'] == 'mxfp4' and not profile['dense_layers']:
+        # these are the experts' GEMMs, whose weights are MXFP4; the rest stays BF16
+        for gemm in gemms[-2:]:
+            gemm['weights'] = 'mxfp4'
     shared = profile.get('shared_intermediate')
     if shared:
         # the shared experts: one MLP split over tp like the dense one

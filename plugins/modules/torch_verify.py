@@ -360,7 +360,8 @@ options:
         per-GPU shard shapes of O(tp_size) in the model's precision, M over 1, 7, 127, 128, 129, 1024 and 2001, and
         one MoE layer with the model's router (softmax or sigmoid top-k, grouped, with its correction bias and
         scaling factor, or Llama 4's weight on the input) through each fused MoE backend the GPU supports
-        (flashinfer's, and sglang's triton runner where sglang is installed in the venv - BF16, per-tensor FP8 or the model's FP8 blocks), M over
+        (flashinfer's, and sglang's triton runner where sglang is installed in the venv - BF16, per-tensor FP8 or the model's FP8 blocks;
+        an MXFP4 model's experts, GEMMs and MoE, are skipped with the reason, its BF16 GEMMs checked), M over
         1, 7, 128, 129 and 1024, autotuned backends with flashinfer's autotuner off and on, each against fp32 of the
         same inputs - and each
         serving backend is qualified per GPU model; RV(ansible_facts.gpufleet_torch.backends) carries the sglang
@@ -569,7 +570,10 @@ ansible_facts:
       type: dict
       contains:
         model:
-          description: With O(model), the model verified - its name, precision, TP size, shard shapes and the backend families it needs.
+          description:
+            - With O(model), the model verified - its name, precision, TP size, shard shapes and the backend families it
+              needs; C(unchecked) (family -> why) names the families whose flag is left to sglang because no check here
+              runs the model's precision (the MoE runner of an MXFP4 model).
           returned: with O(model)
           type: dict
         model_checks:

@@ -68,7 +68,7 @@ def test_a_config_from_the_controller_takes_the_place_of_the_path():
     (dict(model='qwen3-30b-a3b-fp8', tp_size=4), ['gpufleet_tp_size', '192', '128']),
     (dict(model_config=dict(model_type='llama', hidden_size=2048, num_attention_heads=32, num_hidden_layers=2,
                             intermediate_size=8192, quantization_config={'quant_method': 'awq'})),
-     ['gpufleet_model', 'awq', 'none, fp8, nvfp4']),
+     ['gpufleet_model', 'awq', 'mxfp4, compressed-tensors']),
     (dict(backend_preference={'moe_runner': ['flashinfer_cutlas']}), ['gpufleet_backend_preference', 'flashinfer_cutlas']),
     (dict(backend_required={'fp4_gemm': 'cudnn'}), ['gpufleet_backend_required', 'cudnn', 'flashinfer_cudnn']),
     (dict(backend_families=['moe']), ['gpufleet_backend_families', "'moe'", 'moe_runner']),
