@@ -291,3 +291,34 @@ def test_the_moe_check_routes_as_the_family_does(torch_cpu_venv):
     assert llama4["weights"] == [1.0]
     # the bias is not left behind for the next check
     assert "moe_bias" not in v3["left"] and "moe_weights" not in v3["left"]
+
+
+# tests/unit's router cases need torch, which the unit venv lacks (there they
+# are skipped): the same functions run here in the CPU torch venv, with a
+# stand-in for the two names of pytest they use (a fixture decorator, and
+# importorskip, here a plain import: torch must be there).
+ROUTER_CASES = textwrap.dedent("""
+    import inspect, json, sys, types
+    sys.path.insert(0, sys.argv[1])
+    sys.path.insert(0, sys.argv[2])
+    sys.modules["pytest"] = types.SimpleNamespace(fixture=lambda **kw: (lambda f: f), importorskip=__import__)
+    import torch
+    import test_model_routing as cases
+    ran = []
+    for name, case in sorted(vars(cases).items()):
+        if name.startswith("test_") and callable(case):
+            case(*[torch for _ in inspect.signature(case).parameters])
+            ran.append(name)
+    print(json.dumps(ran))
+""")
+
+
+def test_the_unit_router_cases_run_on_torch(torch_cpu_venv):
+    here = os.path.join(ROOT, "tests", "unit", "plugins", "module_utils")
+    proc = subprocess.run([os.path.join(torch_cpu_venv, "bin", "python"), "-c", ROUTER_CASES,
+                           os.path.join(ROOT, ".collections"), here], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ran = json.loads(proc.stdout.strip().splitlines()[-1])
+    # every case of the module, the seven that need torch among them
+    assert len(ran) == 9 and "test_sigmoid_grouped_top_k_with_the_correction_bias_and_scaling" in ran, ran
