@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.inventory.manager import InventoryManager
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action.validate_argument_spec import ActionModule as ValidateArgumentSpec
@@ -132,6 +132,9 @@ def judged_inputs(loader, hostvars, hosts, judge, keep):
                 if name not in rendered:
                     try:
                         rendered[name] = templar.template(variables[name])
+                    except AnsibleUndefinedVariable:
+                        # a name the run defines (a hook's fleet_hook_reason, a host's facts): judged there
+                        continue
                     except AnsibleError as exc:
                         errors.append("%s cannot be rendered: %s" % (name, getattr(exc, "message", exc)))
                         continue

@@ -509,7 +509,9 @@ def test_offline_check_judges_every_host_without_connecting(tmp_path):
 
 
 def test_offline_check_passes_a_good_inventory(tmp_path):
-    inventory, mark = offline_inventory(tmp_path, {"gpufleet_expect": {"device_count": 8}})
+    # a hook's template names what only the run defines (fleet_hook_reason): judged there, not refused here
+    inventory, mark = offline_inventory(tmp_path, {"gpufleet_expect": {"device_count": 8}, "gpufleet_drain_hook": [
+        "scontrol", "update", "nodename={{ inventory_hostname }}", "state=drain", "reason={{ fleet_hook_reason }}"]})
     result = run_playbook(os.path.join(ROOT, "playbooks", "check_inventory.yml"), inventory,
                           extra_vars={"gpufleet_hosts": "gpu1:gpu2"}, timeout=120)
     assert result.rc == 0, result.out
