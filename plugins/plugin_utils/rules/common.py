@@ -348,3 +348,51 @@ def part_name_error(name, value):
         return ""
     return ("%s must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (got %r)"
             % (name, value))
+
+
+# The rules of the stage roles that install into the venv under torch's
+# constraints (flashinfer, sglang): their index URLs, extras, the roles they
+# run after and their wheelhouse, said in each role's own variable names.
+_INDEX_SCHEME_RE = re.compile(r"^(https?|file)://")
+_EXTRA_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_EARLIER_ROLES = ("uv_venv_dir", "uv_venv_python", "uv_venv_bin", "torch_nightly_constraints_file")
+
+
+def index_errors(values, urls_name, default_name):
+    """The extra indexes URLS_NAME and the default one DEFAULT_NAME: URLs with a scheme and a host (the
+    default index is checked even with a wheelhouse, where it is not used), the extra ones http(s):// or
+    file:// as uv wants the scheme written."""
+    urls = values.get(urls_name)
+    errors = url_errors(urls, urls_name) if is_list(urls) else []
+    errors += url_errors(values.get(default_name), default_name)
+    if is_list(urls) and not url_errors(urls, urls_name):
+        # a scheme written in capitals, or file:/path
+        bad = [str(url) for url in urls if not _INDEX_SCHEME_RE.match(str(url))]
+        if bad:
+            errors.append("%s must be http(s):// or file:// URLs (got %s)" % (urls_name, ", ".join(bad)))
+    return errors
+
+
+def extra_name_errors(extras, name, package, example):
+    """Names an extra can have (PEP 508), for the list NAME of PACKAGE's extras; none or a bad list: []
+    (the list check reports it)."""
+    if not (is_list(extras) and extras) or list_errors({name: extras}):
+        return []
+    bad = [str(extra) for extra in extras if not _EXTRA_NAME_RE.match(str(extra))]
+    if not bad:
+        return []
+    return ["%s must be extra names of %s (letters, digits and . _ - inside, as %s; got %s)"
+            % (name, package, example, ", ".join(bad))]
+
+
+def install_stage_errors(values, role, wheelhouse_name):
+    """What ROLE's install stage needs of the roles before it (uv_venv_*, torch_nightly_constraints_file:
+    None where not set) and of its wheelhouse WHEELHOUSE_NAME (only where uv_venv pushed one)."""
+    errors = []
+    if any(values.get(name) is None for name in _EARLIER_ROLES):
+        errors.append("uv_venv_* / torch_nightly_constraints_file are not set: run gpufleet.inference.uv_venv and "
+                      "torch_nightly before %s" % role)
+    if show(values.get(wheelhouse_name)) and values.get("uv_venv_remote_wheelhouse_dir") is None:
+        errors.append("%s must be '' unless gpufleet.inference.uv_venv pushed the wheelhouse "
+                      "(uv_venv_remote_wheelhouse_dir)" % wheelhouse_name)
+    return errors

@@ -12,20 +12,16 @@ from collections.abc import Mapping
 
 from ansible_collections.gpufleet.inference.plugins.module_utils import flashinfer_aot
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
-    is_list, list_errors, nothing_changed, number, passes_type, show, type_name, url_errors)
+    extra_name_errors, index_errors, install_stage_errors, is_list, list_errors, nothing_changed, number, passes_type,
+    type_name)
 
 
 # a PEP 440 release, pre-release, post, dev and local part, as the indexes name the nightlies
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?(\+[a-z0-9.]+)?$")
 _LOCAL_RE = re.compile(r"\+.*$")
-_INDEX_RE = re.compile(r"^(https?|file)://")
 _DIGITS_RE = re.compile(r"^[0-9]+$")
-# an extra's name as PEP 508 writes it (what goes between the brackets of flashinfer-python[cu13])
-_EXTRA_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # flashinfer-python however it is spelled (the preflight puts the extras on the name it matches)
 _PYTHON_RE = re.compile(r"^flashinfer[-_.]+python$", re.IGNORECASE)
-# what gpufleet.inference.uv_venv and torch_nightly set, which the install reads
-_EARLIER_ROLES = ("uv_venv_dir", "uv_venv_python", "uv_venv_bin", "torch_nightly_constraints_file")
 
 
 def flashinfer_pins(values):
@@ -42,11 +38,8 @@ def flashinfer_pins(values):
 
 
 def url_list_errors(values):
-    """URLs (a scheme and a host) and lists (a list, not a string that the list type would split at commas);
-    the default index is checked even with a wheelhouse, where it is not used."""
-    urls = values.get("flashinfer_index_urls")
-    errors = url_errors(urls, "flashinfer_index_urls") if is_list(urls) else []
-    errors += url_errors(values.get("flashinfer_default_index_url"), "flashinfer_default_index_url")
+    """The indexes, and lists (a list, not a string that the list type would split at commas)."""
+    errors = index_errors(values, "flashinfer_index_urls", "flashinfer_default_index_url")
     return errors + list_errors({name: values.get(name) for name in (
         "flashinfer_packages", "flashinfer_index_urls", "flashinfer_guarded_packages", "flashinfer_extras")})
 
@@ -56,11 +49,7 @@ def extras_errors(values):
     extras, packages = values.get("flashinfer_extras"), values.get("flashinfer_packages")
     if not (is_list(extras) and extras) or list_errors({"flashinfer_extras": extras}):
         return []  # none, or the list check reports it
-    errors = []
-    bad = [str(extra) for extra in extras if not _EXTRA_RE.match(str(extra))]
-    if bad:
-        errors.append("flashinfer_extras must be extra names of flashinfer-python (letters, digits and . _ - "
-                      "inside, as cu13; got %s)" % ", ".join(bad))
+    errors = extra_name_errors(extras, "flashinfer_extras", "flashinfer-python", "cu13")
     if is_list(packages) and not any(_PYTHON_RE.match(str(name)) for name in packages):
         errors.append("flashinfer_extras must be [] unless flashinfer_packages lists flashinfer-python, whose "
                       "extras they are (got %s)" % ", ".join(str(extra) for extra in extras))
@@ -70,10 +59,7 @@ def extras_errors(values):
 def flashinfer_main(values):
     """The flashinfer role's inputs, and the other roles' results it needs (uv_venv_*,
     torch_nightly_constraints_file, uv_venv_remote_wheelhouse_dir: None where not set)."""
-    errors = url_list_errors(values)
-    if any(values.get(name) is None for name in _EARLIER_ROLES):
-        errors.append("uv_venv_* / torch_nightly_constraints_file are not set: run gpufleet.inference.uv_venv and "
-                      "torch_nightly before flashinfer")
+    errors = url_list_errors(values) + install_stage_errors(values, "flashinfer", "flashinfer_wheelhouse")
     pins = flashinfer_pins(values)
     if pins is not None:
         bad = dict((name, version) for name, version in pins.items() if not _VERSION_RE.match(str(version)))
@@ -85,12 +71,6 @@ def flashinfer_main(values):
             errors.append("flashinfer_version / flashinfer_versions must give the flashinfer packages one version "
                           "(a mismatched jit-cache fails at import); got %s" % pins)
     errors += extras_errors(values)
-    urls = values.get("flashinfer_index_urls")
-    if is_list(urls) and not url_errors(urls, "flashinfer_index_urls"):
-        # a scheme written in capitals, or file:/path: uv wants the scheme as it is written here
-        bad_urls = [str(url) for url in urls if not _INDEX_RE.match(str(url))]
-        if bad_urls:
-            errors.append("flashinfer_index_urls must be http(s):// or file:// URLs (got %s)" % ", ".join(bad_urls))
     timeout = values.get("flashinfer_jit_warm_timeout")
     if passes_type(timeout, "int") and not (_DIGITS_RE.match(str(timeout)) and number(timeout, 0, int) > 0):
         errors.append("flashinfer_jit_warm_timeout must be a number of seconds > 0 (got %s)" % str(timeout))
@@ -99,9 +79,6 @@ def flashinfer_main(values):
         errors.append("flashinfer_jit_environment must be a dict of environment variables (got %s)"
                       % type_name(environment))
     errors += aot_errors(values)
-    if show(values.get("flashinfer_wheelhouse")) and values.get("uv_venv_remote_wheelhouse_dir") is None:
-        errors.append("flashinfer_wheelhouse must be '' unless gpufleet.inference.uv_venv pushed the wheelhouse "
-                      "(uv_venv_remote_wheelhouse_dir)")
     return nothing_changed(errors)
 
 

@@ -17,29 +17,16 @@ import re
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_TRUE
 
 from ansible_collections.gpufleet.inference.plugins.plugin_utils.rules.common import (
-    is_list, list_errors, nothing_changed, number, show, url_errors)
+    extra_name_errors, index_errors, install_stage_errors, is_list, list_errors, nothing_changed, number, show)
 
 # a release as sglang publishes them (0.5.23, 0.5.6.post2, 0.5.0rc1)
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$")
-# an extra's name as PEP 508 writes it (what goes between the brackets of sglang[tracing])
-_EXTRA_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
-_INDEX_RE = re.compile(r"^(https?|file)://")
 _SHA256_RE = re.compile(r"^([0-9a-fA-F]{64})?$")
-# what gpufleet.inference.uv_venv and torch_nightly set, which the install reads
-_EARLIER_ROLES = ("uv_venv_dir", "uv_venv_python", "uv_venv_bin", "torch_nightly_constraints_file")
 
 
 def url_list_errors(values):
-    """URLs (a scheme and a host; the default index is checked even with a wheelhouse, where it is not
-    used) and lists (a list, not a string that the list type would split at commas)."""
-    urls = values.get("sglang_index_urls")
-    errors = url_errors(urls, "sglang_index_urls") if is_list(urls) else []
-    errors += url_errors(values.get("sglang_default_index_url"), "sglang_default_index_url")
-    if is_list(urls) and not url_errors(urls, "sglang_index_urls"):
-        # a scheme written in capitals, or file:/path: uv wants the scheme as it is written here
-        bad = [str(url) for url in urls if not _INDEX_RE.match(str(url))]
-        if bad:
-            errors.append("sglang_index_urls must be http(s):// or file:// URLs (got %s)" % ", ".join(bad))
+    """The indexes, and lists (a list, not a string that the list type would split at commas)."""
+    errors = index_errors(values, "sglang_index_urls", "sglang_default_index_url")
     return errors + list_errors({name: values.get(name) for name in (
         "sglang_extras", "sglang_index_urls", "sglang_guarded_packages")})
 
@@ -49,11 +36,7 @@ def extras_errors(values):
     extras = values.get("sglang_extras")
     if not (is_list(extras) and extras) or list_errors({"sglang_extras": extras}):
         return []  # none, or the list check reports it
-    errors = []
-    bad = [str(extra) for extra in extras if not _EXTRA_RE.match(str(extra))]
-    if bad:
-        errors.append("sglang_extras must be extra names of sglang (letters, digits and . _ - inside, as tracing; "
-                      "got %s)" % ", ".join(bad))
+    errors = extra_name_errors(extras, "sglang_extras", "sglang", "tracing")
     # PEP 685: extras compare as normalized names
     seen = [re.sub(r"[-_.]+", "-", str(extra)).lower() for extra in extras]
     twice = sorted(set(extra for extra in seen if seen.count(extra) > 1))
@@ -65,10 +48,7 @@ def extras_errors(values):
 def sglang_main(values):
     """The sglang role's inputs, and the other roles' results it needs (uv_venv_*,
     torch_nightly_constraints_file, uv_venv_remote_wheelhouse_dir: None where not set)."""
-    errors = url_list_errors(values)
-    if any(values.get(name) is None for name in _EARLIER_ROLES):
-        errors.append("uv_venv_* / torch_nightly_constraints_file are not set: run gpufleet.inference.uv_venv and "
-                      "torch_nightly before sglang")
+    errors = url_list_errors(values) + install_stage_errors(values, "sglang", "sglang_wheelhouse")
     version = show(values.get("sglang_version"))
     if not _VERSION_RE.match(version):
         errors.append("sglang_version must be a release of sglang such as 0.5.23 (got '%s')" % version)
@@ -79,9 +59,6 @@ def sglang_main(values):
     guarded = values.get("sglang_guarded_packages")
     if is_list(guarded) and not guarded:
         errors.append("sglang_guarded_packages must name the packages the install may not move (got [])")
-    if show(values.get("sglang_wheelhouse")) and values.get("uv_venv_remote_wheelhouse_dir") is None:
-        errors.append("sglang_wheelhouse must be '' unless gpufleet.inference.uv_venv pushed the wheelhouse "
-                      "(uv_venv_remote_wheelhouse_dir)")
     errors += unit_errors(values)
     return nothing_changed(errors)
 
